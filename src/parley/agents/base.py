@@ -1,0 +1,146 @@
+"""The agent contract: an async generator of A2A events, and what it can see.
+
+An agent is called once per turn (a new task, or a message continuing an
+interrupted one) with a :class:`RunContext`, and yields text chunks, status
+changes, artifacts and internal observability events. The engine turns them
+into the task's log; internal events never reach A2A clients.
+"""
+
+from __future__ import annotations
+
+import inspect
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from parley.protocol import models as m
+
+
+@dataclass(slots=True)
+class Status:
+    """Move the task to `state`, optionally with an agent message."""
+
+    state: m.TaskState
+    text: str | None = None
+    parts: list[m.Part] | None = None
+    metadata: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class ArtifactChunk:
+    """Add an artifact, or a chunk of one (`append`, `last_chunk`)."""
+
+    artifact: m.Artifact
+    append: bool = False
+    last_chunk: bool = True
+
+
+@dataclass(slots=True)
+class InternalEvent:
+    """An observability event (`internal:llm-call`, ...); never sent to clients."""
+
+    kind: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+AgentOutput = Union[str, Status, ArtifactChunk, InternalEvent, m.Artifact, m.Message]
+
+
+@dataclass(slots=True)
+class RunContext:
+    """What an agent sees for one turn of a task."""
+
+    task_id: str
+    context_id: str
+    message: m.Message
+    history: list[m.Message]
+    agent_id: str
+    owner: str
+    metadata: dict[str, Any] | None = None
+
+    @property
+    def text(self) -> str:
+        """The text of the message that started this turn."""
+        return self.message.text()
+
+    @property
+    def turn(self) -> int:
+        """How many user messages the task has had, this one included."""
+        return sum(1 for msg in self.history if msg.role is m.Role.USER)
+
+    def ask(self, question: str) -> Status:
+        """Ask the user for more input (`input-required`)."""
+        return Status(m.TaskState.INPUT_REQUIRED, question)
+
+    def say(self, text: str) -> Status:
+        """A progress message while working."""
+        return Status(m.TaskState.WORKING, text)
+
+    def fail(self, reason: str) -> Status:
+        """End the task as failed, telling the client why."""
+        return Status(m.TaskState.FAILED, reason)
+
+    def reject(self, reason: str) -> Status:
+        """Refuse the task."""
+        return Status(m.TaskState.REJECTED, reason)
+
+    def internal(self, kind: str, **data: Any) -> InternalEvent:
+        """An internal observability event."""
+        return InternalEvent(kind if kind.startswith("internal:") else f"internal:{kind}", data)
+
+
+class Agent(ABC):
+    """An A2A agent: a card's worth of metadata and a `run` generator."""
+
+    id: str
+    name: str
+    description: str
+    skills: list[m.AgentSkill]
+    version: str = "1.0.0"
+    input_modes: list[str] = ["text/plain"]
+    output_modes: list[str] = ["text/plain"]
+    extensions: list[m.AgentExtension] = []
+
+    @abstractmethod
+    def run(self, ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        """Yield the turn's outputs; return when done."""
+
+
+class FunctionAgent(Agent):
+    """An agent whose `run` is a plain async generator function."""
+
+    def __init__(
+        self,
+        fn: Callable[[RunContext], AsyncIterator[AgentOutput]],
+        *,
+        id: str,
+        name: str | None = None,
+        description: str | None = None,
+        skills: list[m.AgentSkill] | None = None,
+        version: str = "1.0.0",
+        input_modes: list[str] | None = None,
+        output_modes: list[str] | None = None,
+    ) -> None:
+        if not inspect.isasyncgenfunction(fn):
+            raise TypeError(f"agent {id!r}: {fn.__name__} must be an async generator function (async def + yield)")
+        self.fn = fn
+        self.id = id
+        self.name = name or id
+        self.description = description or (inspect.getdoc(fn) or f"The {id} agent").strip()
+        self.skills = skills or [
+            m.AgentSkill(id=id, name=self.name, description=self.description, tags=[id])
+        ]
+        self.version = version
+        self.input_modes = input_modes or ["text/plain"]
+        self.output_modes = output_modes or ["text/plain"]
+        self.extensions = []
+
+    def run(self, ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        return self.fn(ctx)
+
+
+def new_id() -> str:
+    """A fresh random identifier (UUID4 string)."""
+    return str(uuid.uuid4())

@@ -1,0 +1,1 @@
+"""Sans-IO A2A protocol core: models, errors, states, JSON-RPC and version dialects."""

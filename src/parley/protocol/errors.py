@@ -1,0 +1,192 @@
+"""A2A and JSON-RPC errors, with their codes and transport mappings.
+
+Every error Parley reports to a client is an :class:`A2AError`. The class
+carries the JSON-RPC code, the HTTP status used by the HTTP+JSON binding (and
+by JSON-RPC for transport-level failures), and the `ErrorInfo.reason` string
+of the 1.0 REST error body.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class A2AError(Exception):
+    """Base class: an error with a JSON-RPC code and an HTTP status."""
+
+    code: ClassVar[int] = -32603
+    default_message: ClassVar[str] = "Internal error"
+    http_status: ClassVar[int] = 500
+    reason: ClassVar[str] = "INTERNAL_ERROR"
+    grpc_status: ClassVar[str] = "INTERNAL"
+
+    def __init__(self, message: str | None = None, data: Any = None) -> None:
+        self.message = message or self.default_message
+        self.data = data
+        super().__init__(self.message)
+
+    def to_jsonrpc(self) -> dict[str, Any]:
+        """The `error` member of a JSON-RPC response."""
+        err: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            err["data"] = self.data
+        return err
+
+
+class ParseError(A2AError):
+    code = -32700
+    default_message = "Parse error: the body is not valid JSON"
+    http_status = 400
+    reason = "PARSE_ERROR"
+    grpc_status = "INVALID_ARGUMENT"
+
+
+class InvalidRequestError(A2AError):
+    code = -32600
+    default_message = "Invalid request"
+    http_status = 400
+    reason = "INVALID_REQUEST"
+    grpc_status = "INVALID_ARGUMENT"
+
+
+class MethodNotFoundError(A2AError):
+    code = -32601
+    default_message = "Method not found"
+    http_status = 404
+    reason = "METHOD_NOT_FOUND"
+    grpc_status = "UNIMPLEMENTED"
+
+
+class InvalidParamsError(A2AError):
+    code = -32602
+    default_message = "Invalid params"
+    http_status = 400
+    reason = "INVALID_PARAMS"
+    grpc_status = "INVALID_ARGUMENT"
+
+
+class InternalError(A2AError):
+    code = -32603
+    default_message = "Internal error"
+    http_status = 500
+    reason = "INTERNAL_ERROR"
+    grpc_status = "INTERNAL"
+
+
+class TaskNotFoundError(A2AError):
+    code = -32001
+    default_message = "Task not found"
+    http_status = 404
+    reason = "TASK_NOT_FOUND"
+    grpc_status = "NOT_FOUND"
+
+
+class TaskNotCancelableError(A2AError):
+    code = -32002
+    default_message = "Task cannot be canceled"
+    http_status = 409
+    reason = "TASK_NOT_CANCELABLE"
+    grpc_status = "FAILED_PRECONDITION"
+
+
+class PushNotificationNotSupportedError(A2AError):
+    code = -32003
+    default_message = "Push notifications are not supported"
+    http_status = 400
+    reason = "PUSH_NOTIFICATION_NOT_SUPPORTED"
+    grpc_status = "UNIMPLEMENTED"
+
+
+class UnsupportedOperationError(A2AError):
+    code = -32004
+    default_message = "This operation is not supported"
+    http_status = 400
+    reason = "UNSUPPORTED_OPERATION"
+    grpc_status = "UNIMPLEMENTED"
+
+
+class ContentTypeNotSupportedError(A2AError):
+    code = -32005
+    default_message = "Incompatible content types"
+    http_status = 415
+    reason = "CONTENT_TYPE_NOT_SUPPORTED"
+    grpc_status = "INVALID_ARGUMENT"
+
+
+class InvalidAgentResponseError(A2AError):
+    code = -32006
+    default_message = "Invalid agent response"
+    http_status = 502
+    reason = "INVALID_AGENT_RESPONSE"
+    grpc_status = "INTERNAL"
+
+
+class ExtendedCardNotConfiguredError(A2AError):
+    code = -32007
+    default_message = "The extended agent card is not configured"
+    http_status = 400
+    reason = "EXTENDED_AGENT_CARD_NOT_CONFIGURED"
+    grpc_status = "FAILED_PRECONDITION"
+
+
+class ExtensionSupportRequiredError(A2AError):
+    code = -32008
+    default_message = "A required extension is not supported by the client"
+    http_status = 400
+    reason = "EXTENSION_SUPPORT_REQUIRED"
+    grpc_status = "FAILED_PRECONDITION"
+
+
+class VersionNotSupportedError(A2AError):
+    code = -32009
+    default_message = "This A2A protocol version is not supported"
+    http_status = 400
+    reason = "VERSION_NOT_SUPPORTED"
+    grpc_status = "UNIMPLEMENTED"
+
+
+class PayloadTooLargeError(InvalidRequestError):
+    """An HTTP body over the configured limit (HTTP 413, JSON-RPC -32600)."""
+
+    default_message = "Request body too large"
+    http_status = 413
+
+
+class UnauthenticatedError(A2AError):
+    """No or bad credentials (HTTP 401)."""
+
+    code = -32600
+    default_message = "Authentication required"
+    http_status = 401
+    reason = "UNAUTHENTICATED"
+    grpc_status = "UNAUTHENTICATED"
+
+
+ALL_ERRORS: tuple[type[A2AError], ...] = (
+    ParseError,
+    InvalidRequestError,
+    MethodNotFoundError,
+    InvalidParamsError,
+    InternalError,
+    TaskNotFoundError,
+    TaskNotCancelableError,
+    PushNotificationNotSupportedError,
+    UnsupportedOperationError,
+    ContentTypeNotSupportedError,
+    InvalidAgentResponseError,
+    ExtendedCardNotConfiguredError,
+    ExtensionSupportRequiredError,
+    VersionNotSupportedError,
+)
+
+_BY_CODE: dict[int, type[A2AError]] = {cls.code: cls for cls in ALL_ERRORS}
+
+
+def error_from_jsonrpc(error: dict[str, Any]) -> A2AError:
+    """Rebuild a typed error from a JSON-RPC `error` object (client side)."""
+    code = error.get("code")
+    cls = _BY_CODE.get(code, A2AError) if isinstance(code, int) else A2AError
+    exc = cls(str(error.get("message") or cls.default_message), error.get("data"))
+    if cls is A2AError and isinstance(code, int):
+        exc.code = code  # type: ignore[misc]
+    return exc

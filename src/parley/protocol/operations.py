@@ -1,0 +1,26 @@
+"""The abstract A2A operations every binding and version maps onto."""
+
+from __future__ import annotations
+
+import enum
+
+
+class Operation(str, enum.Enum):
+    """One A2A operation, independent of method names and versions."""
+
+    SEND = "send"
+    STREAM = "stream"
+    GET = "get"
+    LIST = "list"
+    CANCEL = "cancel"
+    SUBSCRIBE = "subscribe"
+    PUSH_SET = "push_set"
+    PUSH_GET = "push_get"
+    PUSH_LIST = "push_list"
+    PUSH_DELETE = "push_delete"
+    EXTENDED_CARD = "extended_card"
+
+    @property
+    def streams(self) -> bool:
+        """True when the answer is an SSE stream."""
+        return self in (Operation.STREAM, Operation.SUBSCRIBE)

@@ -1,0 +1,44 @@
+"""Building the default server: built-in agents (or a user's app) and the SQLite store."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from parley.agents.builtin import builtin_agents
+from parley.app import Parley, Settings
+from parley.tasks.memory_store import MemoryTaskStore
+from parley.tasks.sqlite_store import SqliteTaskStore
+
+DEFAULT_DB = Path(".parley") / "parley.db"
+
+
+class ServeError(Exception):
+    """A start-up problem to report in one line (bad --app, unwritable --db, ...)."""
+
+
+def load_app(spec: str) -> Parley:
+    """Import `module:attribute` and return the Parley app it names."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ServeError(f"--app must look like 'module:attribute', got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ServeError(f"cannot import {module_name!r}: {exc}") from None
+    app = getattr(module, attr, None)
+    if not isinstance(app, Parley):
+        raise ServeError(f"{spec!r} is not a parley.Parley instance")
+    return app
+
+
+def default_app(db: str | None = str(DEFAULT_DB), *, settings: Settings | None = None) -> Parley:
+    """The built-in agents (echo is the default) over SQLite, or memory when `db` is None."""
+    try:
+        store = SqliteTaskStore(db) if db else MemoryTaskStore()
+    except Exception as exc:  # sqlite3.Error, OSError
+        raise ServeError(f"cannot open the task database {db!r}: {exc}") from None
+    app = Parley(store=store, settings=settings)
+    for agent in builtin_agents():
+        app.add_agent(agent)
+    return app

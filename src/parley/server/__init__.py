@@ -1,0 +1,1 @@
+"""The HTTP server: ASGI app, JSON-RPC binding, cards, SSE."""

@@ -1,0 +1,102 @@
+"""Agent cards: built from an agent's declaration, served per protocol version.
+
+A request that asks for A2A 1.x (header `A2A-Version: 1.0`, or the
+`A2A-Version` query parameter) gets a card that is pure 1.0. A request without
+a version is, by the 1.0 rules, a 0.3 client: it gets the same card plus the
+0.3 connection fields (`url`, `preferredTransport`, `protocolVersion`,
+`additionalInterfaces`, `supportsAuthenticatedExtendedCard`), which 1.0
+parsers ignore and 0.3 clients need.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from email.utils import formatdate
+from typing import Any
+
+from parley import __version__
+from parley.agents.base import Agent
+from parley.protocol import models as m
+from parley.protocol.codec import dumps, to_wire
+
+JSONRPC = "JSONRPC"
+HTTP_JSON = "HTTP+JSON"
+GRPC = "GRPC"
+
+
+@dataclass(frozen=True, slots=True)
+class CardOptions:
+    """Server-wide facts that appear in every card."""
+
+    streaming: bool = True
+    push_notifications: bool = False
+    extended_card: bool = False
+    provider: m.AgentProvider | None = None
+    documentation_url: str | None = None
+
+
+def interfaces(url: str) -> list[m.AgentInterface]:
+    """Every (binding, version) served at `url`, most preferred first."""
+    return [
+        m.AgentInterface(url=url, protocol_binding=JSONRPC, protocol_version="1.0"),
+        m.AgentInterface(url=url, protocol_binding=JSONRPC, protocol_version="0.3"),
+    ]
+
+
+def build_card(agent: Agent, url: str, options: CardOptions) -> m.AgentCard:
+    """The 1.0 card of `agent`, served at `url`."""
+    return m.AgentCard(
+        name=agent.name,
+        description=agent.description,
+        supported_interfaces=interfaces(url),
+        version=agent.version,
+        capabilities=m.AgentCapabilities(
+            streaming=options.streaming,
+            push_notifications=options.push_notifications,
+            extended_agent_card=options.extended_card,
+            extensions=list(agent.extensions) or None,
+        ),
+        default_input_modes=list(agent.input_modes),
+        default_output_modes=list(agent.output_modes),
+        skills=list(agent.skills),
+        provider=options.provider or m.AgentProvider(organization="Parley", url=url),
+        documentation_url=options.documentation_url,
+    )
+
+
+def card_v1(card: m.AgentCard) -> dict[str, Any]:
+    """The card as A2A 1.0 JSON."""
+    return to_wire(card)
+
+
+def card_v03(card: m.AgentCard) -> dict[str, Any]:
+    """The card with the 0.3 connection fields added (for clients without a version)."""
+    data = to_wire(card)
+    legacy = [i for i in card.supported_interfaces if i.protocol_version.startswith("0.")]
+    primary = legacy[0] if legacy else card.supported_interfaces[0]
+    data["url"] = primary.url
+    data["preferredTransport"] = primary.protocol_binding
+    data["protocolVersion"] = "0.3.0"
+    data["additionalInterfaces"] = [{"url": i.url, "transport": i.protocol_binding} for i in legacy]
+    data["supportsAuthenticatedExtendedCard"] = bool(card.capabilities.extended_agent_card)
+    return data
+
+
+@dataclass(frozen=True, slots=True)
+class CardDocument:
+    """A serialised card with its caching validators."""
+
+    body: bytes
+    etag: str
+    last_modified: str
+
+
+def document(card_json: dict[str, Any], modified_at: float) -> CardDocument:
+    """Serialise a card and compute its strong ETag (a hash of the bytes)."""
+    body = dumps(card_json)
+    etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+    return CardDocument(body=body, etag=etag, last_modified=formatdate(modified_at, usegmt=True))
+
+
+__all__ = ["CardOptions", "build_card", "card_v1", "card_v03", "document", "interfaces", "__version__"]

@@ -1,0 +1,109 @@
+"""The binding-independent A2A service: one call per operation, over the engine.
+
+Transports (JSON-RPC now, HTTP+JSON and gRPC later) decode a request into the
+canonical model, call :meth:`A2AService.call` or :meth:`A2AService.stream`,
+and encode what comes back in the caller's protocol version.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from parley.protocol import models as m
+from parley.protocol.errors import (
+    ExtendedCardNotConfiguredError,
+    PushNotificationNotSupportedError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+from parley.protocol.operations import Operation
+from parley.protocol.states import is_terminal
+from parley.tasks.engine import TaskEngine
+from parley.tasks.log import Entry, trim_history
+
+
+@dataclass(slots=True)
+class CallContext:
+    """Who is calling which agent, in which protocol version."""
+
+    agent_id: str
+    owner: str
+    version: str
+    last_event_id: int | None = None
+
+
+class A2AService:
+    """Implements each A2A operation on top of the task engine."""
+
+    def __init__(self, engine: TaskEngine, *, push_notifications: bool = False, streaming: bool = True) -> None:
+        self.engine = engine
+        self.push_notifications = push_notifications
+        self.streaming = streaming
+
+    async def call(self, ctx: CallContext, op: Operation, req: Any) -> Any:
+        """Run a unary operation; returns a canonical result."""
+        e = self.engine
+        if op is Operation.SEND:
+            sub = await e.submit(ctx.agent_id, ctx.owner, req)
+            conf = req.configuration
+            if conf is not None and conf.return_immediately:
+                task = sub.record.task
+            else:
+                task = await e.wait_settled(sub)
+            return trim_history(task, conf.history_length if conf else None)
+        if op is Operation.GET:
+            return await e.get(ctx.agent_id, ctx.owner, req)
+        if op is Operation.LIST:
+            return await e.list(ctx.agent_id, ctx.owner, req)
+        if op is Operation.CANCEL:
+            return await e.cancel(ctx.agent_id, ctx.owner, req)
+        if op is Operation.EXTENDED_CARD:
+            if ctx.version == "1.0":
+                raise UnsupportedOperationError("This agent does not offer an extended agent card")
+            raise ExtendedCardNotConfiguredError()
+        return await self._push(ctx, op, req)
+
+    async def stream(self, ctx: CallContext, op: Operation, req: Any) -> AsyncIterator[Entry | None]:
+        """Start a streaming operation; errors before the first event are raised here."""
+        if not self.streaming:
+            raise UnsupportedOperationError("This agent does not support streaming")
+        e = self.engine
+        if op is Operation.STREAM:
+            sub = await e.submit(ctx.agent_id, ctx.owner, req)
+            return _chain(sub.first, e.follow(sub.record.task.id, sub.first.seq))
+        first, after = await e.subscribe(ctx.agent_id, ctx.owner, req.id, ctx.last_event_id)
+        if first is not None and is_terminal(first.event.status.state) and ctx.version == "1.0":
+            raise UnsupportedOperationError(
+                f"Task {req.id} is already finished; use GetTask, or resubscribe with Last-Event-ID to replay"
+            )
+        return _chain(first, e.follow(req.id, after))
+
+    async def _push(self, ctx: CallContext, op: Operation, req: Any) -> Any:
+        if not self.push_notifications:
+            raise PushNotificationNotSupportedError()
+        store = self.engine.store
+        task_id = req.task_id
+        await self.engine.get(ctx.agent_id, ctx.owner, m.GetTaskRequest(id=task_id, history_length=0))
+        if op is Operation.PUSH_SET:
+            req.id = req.id or str(uuid.uuid4())
+            await store.put_push_config(req)
+            return req
+        if op is Operation.PUSH_GET:
+            cfg = await store.get_push_config(task_id, req.id)
+            if cfg is None:
+                raise TaskNotFoundError(f"Push notification config {req.id!r} not found for task {task_id!r}")
+            return cfg
+        if op is Operation.PUSH_LIST:
+            return m.ListTaskPushConfigsResponse(configs=await store.list_push_configs(task_id))
+        await store.delete_push_config(task_id, req.id)
+        return None
+
+
+async def _chain(first: Entry | None, rest: AsyncIterator[Entry | None]) -> AsyncIterator[Entry | None]:
+    if first is not None:
+        yield first
+    async for entry in rest:
+        yield entry

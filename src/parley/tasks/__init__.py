@@ -1,0 +1,1 @@
+"""Tasks: the event log, stores and the engine that runs agents."""

@@ -1,0 +1,114 @@
+"""The task event log: entries with sequence numbers, and the fold into a snapshot.
+
+Every change to a task is an :class:`Entry` appended to its log. The snapshot
+(`Task`) is a fold of the log; streams, resubscribe and history read the same
+entries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Literal
+
+from parley.protocol import models as m
+from parley.protocol.codec import copy
+
+EntryKind = Literal["task", "message", "status", "artifact"]
+
+
+@dataclass(slots=True)
+class Entry:
+    """One log entry: `seq` is 1-based and strictly increasing per task."""
+
+    seq: int
+    event: m.Task | m.Message | m.TaskStatusUpdateEvent | m.TaskArtifactUpdateEvent
+
+    @property
+    def kind(self) -> EntryKind:
+        """task (creation snapshot), message (user input), status or artifact."""
+        ev = self.event
+        if isinstance(ev, m.Task):
+            return "task"
+        if isinstance(ev, m.Message):
+            return "message"
+        if isinstance(ev, m.TaskStatusUpdateEvent):
+            return "status"
+        return "artifact"
+
+    @property
+    def streamed(self) -> bool:
+        """Whether the entry goes to stream subscribers (user input does not)."""
+        return not isinstance(self.event, m.Message)
+
+
+def now_iso() -> str:
+    """The current UTC time, ISO 8601 with milliseconds and a Z."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def apply(task: m.Task | None, event: Entry | m.Task | m.Message | m.TaskStatusUpdateEvent | m.TaskArtifactUpdateEvent) -> m.Task:
+    """Fold one event into the snapshot (mutates and returns `task`)."""
+    ev = event.event if isinstance(event, Entry) else event
+    if isinstance(ev, m.Task):
+        return copy(ev)
+    assert task is not None, "the first entry of a log is the task"
+    if isinstance(ev, m.Message):
+        # The agent's question (status message) precedes the user's answer in history.
+        pending = task.status.message
+        task.history = [*(task.history or []), *([pending] if pending is not None else []), ev]
+        if pending is not None:
+            task.status = m.TaskStatus(state=task.status.state, timestamp=task.status.timestamp)
+    elif isinstance(ev, m.TaskStatusUpdateEvent):
+        old = task.status.message
+        if old is not None:
+            task.history = [*(task.history or []), old]
+        task.status = ev.status
+    else:
+        _apply_artifact(task, ev)
+    return task
+
+
+def _apply_artifact(task: m.Task, ev: m.TaskArtifactUpdateEvent) -> None:
+    arts = list(task.artifacts or [])
+    for i, art in enumerate(arts):
+        if art.artifact_id == ev.artifact.artifact_id:
+            if ev.append:
+                merged = m.Artifact(
+                    artifact_id=art.artifact_id,
+                    parts=_merge_parts(art.parts, ev.artifact.parts),
+                    name=art.name or ev.artifact.name,
+                    description=art.description or ev.artifact.description,
+                    metadata=art.metadata or ev.artifact.metadata,
+                    extensions=art.extensions or ev.artifact.extensions,
+                )
+                arts[i] = merged
+            else:
+                arts[i] = ev.artifact
+            task.artifacts = arts
+            return
+    arts.append(ev.artifact)
+    task.artifacts = arts
+
+
+def _merge_parts(old: list[m.Part], new: list[m.Part]) -> list[m.Part]:
+    """Appended text chunks join the last text part, so the snapshot reads as one text."""
+    if old and new and old[-1].text is not None and new[0].text is not None and old[-1].metadata is None:
+        joined = m.Part(text=old[-1].text + new[0].text, metadata=new[0].metadata)
+        return [*old[:-1], joined, *new[1:]]
+    return [*old, *new]
+
+
+def trim_history(task: m.Task, history_length: int | None) -> m.Task:
+    """A copy-free view of `task` with at most `history_length` messages (None: all)."""
+    if history_length is None or task.history is None:
+        return task
+    keep = task.history[-history_length:] if history_length > 0 else None
+    return m.Task(
+        id=task.id,
+        context_id=task.context_id,
+        status=task.status,
+        artifacts=task.artifacts,
+        history=keep or None,
+        metadata=task.metadata,
+    )
