@@ -1,0 +1,334 @@
+"""The `parley` command line: serve agents, and talk to any A2A server.
+
+Errors are printed as one clear line (never a traceback) and exit with status 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, Optional, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from parley.client import A2AClient, ClientError
+from parley.protocol import models as m
+from parley.protocol.codec import to_wire
+from parley.protocol.errors import A2AError
+
+app = typer.Typer(help="Parley: serve A2A agents, and talk to any A2A agent.", no_args_is_help=True,
+                  pretty_exceptions_enable=False, add_completion=False)
+tasks_app = typer.Typer(help="Read, list, cancel and watch tasks.", no_args_is_help=True)
+app.add_typer(tasks_app, name="tasks")
+
+out = Console()
+err = Console(stderr=True)
+T = TypeVar("T")
+
+VersionOpt = typer.Option(None, "--version", "-V", help="Protocol version to use: 1.0 or 0.3 (default: the card's first).")
+JsonOpt = typer.Option(False, "--json", help="Print raw JSON (A2A 1.0 shape) instead of formatted output.")
+
+
+def fail(message: str) -> None:
+    """Print one error line and exit 1."""
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(1)
+
+
+def run(coro_fn: Callable[..., Awaitable[T]]) -> Callable[..., T]:
+    """Run an async command, turning every expected failure into one line."""
+
+    @functools.wraps(coro_fn)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        try:
+            return asyncio.run(coro_fn(*args, **kwargs))
+        except A2AError as exc:
+            fail(f"{exc.message} (A2A error {exc.code})")
+        except ClientError as exc:
+            fail(str(exc))
+        except KeyboardInterrupt:
+            err.print("interrupted")
+            raise typer.Exit(130) from None
+        raise AssertionError("unreachable")
+
+    return wrapper
+
+
+def _state(state: m.TaskState) -> str:
+    return state.value.removeprefix("TASK_STATE_").lower().replace("_", "-")
+
+
+def _text(parts: list[m.Part]) -> str:
+    chunks = []
+    for p in parts:
+        if p.text is not None:
+            chunks.append(p.text)
+        elif p.url is not None:
+            chunks.append(f"[file {p.filename or ''} {p.url}]")
+        elif p.raw is not None:
+            chunks.append(f"[file {p.filename or ''} {len(p.raw)} bytes]")
+        else:
+            chunks.append(json.dumps(p.data))
+    return "".join(chunks)
+
+
+def print_json(obj: Any) -> None:
+    """Print canonical objects as JSON."""
+    out.print_json(json.dumps(to_wire(obj)))
+
+
+def print_task(task: m.Task) -> None:
+    """A task as a short human summary."""
+    out.print(f"[bold]task[/] {task.id}  [cyan]{_state(task.status.state)}[/]  context {task.context_id}",
+              highlight=False)
+    if task.status.message is not None:
+        out.print(f"[magenta]agent:[/] {escape(_text(task.status.message.parts))}", highlight=False)
+    for art in task.artifacts or []:
+        out.print(f"[green]{escape(art.name or art.artifact_id)}:[/] {escape(_text(art.parts))}", highlight=False)
+
+
+class StreamPrinter:
+    """Renders stream events live: artifact text as it arrives, states as lines."""
+
+    def __init__(self) -> None:
+        self.open_line = False
+        self.task: m.Task | None = None
+        self.last_state: m.TaskState | None = None
+
+    def _newline(self) -> None:
+        if self.open_line:
+            out.print()
+            self.open_line = False
+
+    def __call__(self, ev: m.StreamEvent) -> None:
+        if isinstance(ev, m.Task):
+            self.task = ev
+            self.last_state = ev.status.state
+            out.print(f"[dim]task {ev.id} ({_state(ev.status.state)}), context {ev.context_id}[/]", highlight=False)
+        elif isinstance(ev, m.Message):
+            self._newline()
+            out.print(f"[magenta]agent:[/] {escape(_text(ev.parts))}", highlight=False)
+        elif isinstance(ev, m.TaskArtifactUpdateEvent):
+            out.print(_text(ev.artifact.parts), end="", highlight=False, markup=False)
+            sys.stdout.flush()
+            self.open_line = not ev.last_chunk
+            if ev.last_chunk:
+                out.print()
+        else:
+            self._newline()
+            self.last_state = ev.status.state
+            line = f"[cyan]{escape('[' + _state(ev.status.state) + ']')}[/]"
+            if ev.status.message is not None:
+                line += f" {escape(_text(ev.status.message.parts))}"
+            out.print(line, highlight=False)
+
+
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
+    port: int = typer.Option(8000, help="TCP port."),
+    db: str = typer.Option(".parley/parley.db", help="SQLite file for tasks."),
+    memory: bool = typer.Option(False, "--memory", help="Keep tasks in memory only (lost at exit)."),
+    app_spec: Optional[str] = typer.Option(None, "--app", help="Serve your own app: 'module:attribute' (a parley.Parley)."),
+    public_url: Optional[str] = typer.Option(None, help="Base URL clients use, if behind a proxy."),
+    max_body_bytes: int = typer.Option(8 * 1024 * 1024, help="Largest request body accepted (HTTP 413 above)."),
+    log_level: str = typer.Option("info", help="uvicorn log level."),
+) -> None:
+    """Start the A2A server: built-in agents (echo, interviewer) over SQLite, and the dashboard at /."""
+    import uvicorn
+
+    from parley.app import Settings
+    from parley.serve import ServeError, default_app, load_app
+
+    settings = Settings(public_url=public_url, max_body_bytes=max_body_bytes)
+    try:
+        if app_spec:
+            parley = load_app(app_spec)
+            parley.settings = settings
+        else:
+            parley = default_app(None if memory else db, settings=settings)
+    except ServeError as exc:
+        fail(str(exc))
+    base = public_url or f"http://{host}:{port}"
+    err.print(f"[bold]Parley[/] serving {len(parley.agents)} agent(s) at {base}  "
+              f"(default: {parley.default_agent}; store: {'memory' if memory and not app_spec else db})",
+              highlight=False)
+    for agent_id in parley.agents:
+        err.print(f"  {agent_id:12} {base}/a2a/{agent_id}", highlight=False)
+    try:
+        uvicorn.run(parley.asgi(), host=host, port=port, log_level=log_level, proxy_headers=True)
+    except OSError as exc:
+        fail(f"cannot listen on {host}:{port}: {exc}")
+
+
+@app.command()
+@run
+async def card(url: str = typer.Argument(..., help="Agent URL or card URL."), as_json: bool = JsonOpt) -> None:
+    """Show an agent's card."""
+    async with await A2AClient.connect(url) as client:
+        c = client.card
+        assert c is not None
+        if as_json:
+            print_json(c)
+            return
+        out.print(f"[bold]{c.name}[/] {c.version}  — {c.description}", highlight=False)
+        for i in c.supported_interfaces:
+            out.print(f"  {i.protocol_binding:9} {i.protocol_version:4} {i.url}", highlight=False)
+        caps = c.capabilities
+        out.print(f"  streaming={bool(caps.streaming)} push={bool(caps.push_notifications)} "
+                  f"extended-card={bool(caps.extended_agent_card)}", highlight=False)
+        for s in c.skills:
+            out.print(f"  skill [green]{s.id}[/]: {s.description}", highlight=False)
+
+
+@app.command()
+@run
+async def send(
+    url: str = typer.Argument(..., help="Agent URL."),
+    text: str = typer.Argument(..., help="Message text."),
+    stream: bool = typer.Option(False, "--stream", "-s", help="Stream events as they happen."),
+    task_id: Optional[str] = typer.Option(None, "--task-id", help="Continue this task."),
+    context_id: Optional[str] = typer.Option(None, "--context-id", help="Continue this context."),
+    no_wait: bool = typer.Option(False, "--no-wait", help="Return as soon as the task is created."),
+    version: Optional[str] = VersionOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Send a message to an agent."""
+    async with await A2AClient.connect(url, version=version) as client:
+        if stream:
+            printer = StreamPrinter()
+            async for ev in client.stream(text, task_id=task_id, context_id=context_id):
+                print_json(ev) if as_json else printer(ev)
+            return
+        result = await client.send(text, task_id=task_id, context_id=context_id, blocking=not no_wait)
+        if as_json:
+            print_json(result)
+        elif isinstance(result, m.Task):
+            print_task(result)
+        else:
+            out.print(f"[magenta]agent:[/] {escape(_text(result.parts))}", highlight=False)
+
+
+@app.command()
+@run
+async def chat(url: str = typer.Argument(..., help="Agent URL."), version: Optional[str] = VersionOpt) -> None:
+    """Talk to an agent interactively; answers its follow-up questions (input-required)."""
+    async with await A2AClient.connect(url, version=version) as client:
+        assert client.card is not None
+        out.print(f"[bold]{client.card.name}[/] — type a message, empty line or Ctrl-D to quit.", highlight=False)
+        task_id: str | None = None
+        context_id: str | None = None
+        while True:
+            try:
+                line = await asyncio.to_thread(input, "you> ")
+            except EOFError:
+                break
+            if not line.strip():
+                break
+            printer = StreamPrinter()
+            async for ev in client.stream(line, task_id=task_id, context_id=context_id):
+                printer(ev)
+                if isinstance(ev, m.Task):
+                    context_id = ev.context_id
+                    task_id = ev.id
+            if printer.last_state not in (m.TaskState.INPUT_REQUIRED, m.TaskState.AUTH_REQUIRED):
+                task_id = None  # the task is finished: the next message starts a new one in the same context
+
+
+@app.command()
+@run
+async def agents(url: str = typer.Argument(..., help="Parley server base URL."), as_json: bool = JsonOpt) -> None:
+    """List the agents a Parley server hosts."""
+    import httpx
+
+    async with httpx.AsyncClient(timeout=30) as http:
+        try:
+            resp = await http.get(url.rstrip("/") + "/agents")
+        except httpx.HTTPError as exc:
+            raise ClientError(f"cannot reach {url}: {exc}") from None
+    if resp.status_code != 200:
+        raise ClientError(f"GET {url}/agents answered HTTP {resp.status_code}")
+    data = resp.json()
+    if as_json:
+        out.print_json(json.dumps(data))
+        return
+    for c in data.get("agents", []):
+        out.print(f"[bold]{c['name']}[/]  {c['supportedInterfaces'][0]['url']}  — {c['description']}", highlight=False)
+
+
+@tasks_app.command("get")
+@run
+async def tasks_get(url: str, task_id: str, history_length: Optional[int] = typer.Option(None, "--history-length"),
+                    version: Optional[str] = VersionOpt, as_json: bool = JsonOpt) -> None:
+    """Show one task."""
+    async with await A2AClient.connect(url, version=version) as client:
+        task = await client.get(task_id, history_length=history_length)
+        print_json(task) if as_json else print_task(task)
+
+
+@tasks_app.command("list")
+@run
+async def tasks_list(
+    url: str,
+    context_id: Optional[str] = typer.Option(None, "--context-id"),
+    state: Optional[str] = typer.Option(None, "--state", help="e.g. completed, working, input-required"),
+    page_size: Optional[int] = typer.Option(None, "--page-size"),
+    page_token: Optional[str] = typer.Option(None, "--page-token"),
+    version: Optional[str] = VersionOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """List tasks, newest first."""
+    st = None
+    if state:
+        try:
+            st = m.TaskState("TASK_STATE_" + state.upper().replace("-", "_"))
+        except ValueError:
+            raise ClientError(f"unknown state {state!r}") from None
+    async with await A2AClient.connect(url, version=version) as client:
+        page = await client.list(context_id=context_id, state=st, page_size=page_size, page_token=page_token)
+        if as_json:
+            print_json(page)
+            return
+        table = Table("task", "state", "context", "updated")
+        for t in page.tasks:
+            table.add_row(t.id, _state(t.status.state), t.context_id, t.status.timestamp or "")
+        out.print(table)
+        out.print(f"{len(page.tasks)} of {page.total_size}" +
+                  (f"; next page: --page-token {page.next_page_token}" if page.next_page_token else ""),
+                  highlight=False)
+
+
+@tasks_app.command("cancel")
+@run
+async def tasks_cancel(url: str, task_id: str, version: Optional[str] = VersionOpt, as_json: bool = JsonOpt) -> None:
+    """Cancel a task."""
+    async with await A2AClient.connect(url, version=version) as client:
+        task = await client.cancel(task_id)
+        print_json(task) if as_json else print_task(task)
+
+
+@tasks_app.command("watch")
+@run
+async def tasks_watch(url: str, task_id: str,
+                      last_event_id: Optional[str] = typer.Option(None, "--last-event-id", help="Replay after this id."),
+                      version: Optional[str] = VersionOpt, as_json: bool = JsonOpt) -> None:
+    """Follow a task's events live (resubscribe)."""
+    async with await A2AClient.connect(url, version=version) as client:
+        printer = StreamPrinter()
+        async for ev in client.resubscribe(task_id, last_event_id=last_event_id):
+            print_json(ev) if as_json else printer(ev)
+
+
+def main() -> None:
+    """Entry point of the `parley` command."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

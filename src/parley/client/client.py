@@ -1,0 +1,185 @@
+"""`A2AClient`: an async client for any A2A server, Parley's or anyone else's.
+
+    async with await A2AClient.connect("http://127.0.0.1:8000") as client:
+        task = await client.send("hello")
+        async for event in client.stream("hello again"):
+            ...
+
+It reads the agent card, picks the protocol version and binding both sides
+speak, and resumes a dropped stream from the last event id it saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+from parley.client.card import fetch_card, select_interface
+from parley.client.errors import ClientError
+from parley.client.jsonrpc import JsonRpcTransport, StreamItem
+from parley.protocol import models as m
+from parley.protocol.operations import Operation
+from parley.protocol.states import is_settled
+
+DEFAULT_TIMEOUT = httpx.Timeout(30.0, read=None)
+RESUME_ATTEMPTS = 5
+
+
+def user_message(text: str | None = None, *, parts: list[m.Part] | None = None, task_id: str | None = None,
+                 context_id: str | None = None, reference_task_ids: list[str] | None = None,
+                 metadata: dict[str, Any] | None = None) -> m.Message:
+    """A user message with a fresh messageId."""
+    return m.Message(
+        message_id=str(uuid.uuid4()),
+        role=m.Role.USER,
+        parts=parts or [m.Part(text=text or "")],
+        task_id=task_id,
+        context_id=context_id,
+        reference_task_ids=reference_task_ids,
+        metadata=metadata,
+    )
+
+
+class A2AClient:
+    """Talks to one A2A agent through the interface chosen from its card."""
+
+    def __init__(self, transport: JsonRpcTransport, card: m.AgentCard | None = None, *,
+                 owns_http: bool = False) -> None:
+        self.transport = transport
+        self.card = card
+        self._owns_http = owns_http
+
+    @classmethod
+    async def connect(cls, url: str, *, version: str | None = None, headers: dict[str, str] | None = None,
+                      http: httpx.AsyncClient | None = None, timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
+                      ) -> A2AClient:
+        """Resolve the card at `url` and build a client for its best interface.
+
+        `version` ("1.0" or "0.3") forces a protocol version the card offers.
+        """
+        owns = http is None
+        http = http or httpx.AsyncClient(headers=headers, timeout=timeout)
+        try:
+            card = await fetch_card(http, url)
+            iface = select_interface(card, version)
+        except BaseException:
+            if owns:
+                await http.aclose()
+            raise
+        return cls(JsonRpcTransport(http, iface.url, iface.protocol_version), card, owns_http=owns)
+
+    @property
+    def version(self) -> str:
+        """The protocol version in use ("1.0" or "0.3")."""
+        return self.transport.version
+
+    async def close(self) -> None:
+        """Close the HTTP connection pool if this client created it."""
+        if self._owns_http:
+            await self.transport.http.aclose()
+
+    async def __aenter__(self) -> A2AClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- operations ------------------------------------------------------------
+
+    def _request(self, message: m.Message | str, task_id: str | None, context_id: str | None,
+                 blocking: bool, history_length: int | None) -> m.SendMessageRequest:
+        msg = message if isinstance(message, m.Message) else user_message(message)
+        if task_id is not None:
+            msg.task_id = task_id
+        if context_id is not None:
+            msg.context_id = context_id
+        conf = m.SendMessageConfiguration(return_immediately=not blocking, history_length=history_length)
+        return m.SendMessageRequest(message=msg, configuration=conf)
+
+    async def send(self, message: m.Message | str, *, task_id: str | None = None, context_id: str | None = None,
+                   blocking: bool = True, history_length: int | None = None) -> m.Task | m.Message:
+        """Send a message; by default waits until the task finishes or asks for input."""
+        req = self._request(message, task_id, context_id, blocking, history_length)
+        return await self.transport.call(Operation.SEND, req)
+
+    async def stream(self, message: m.Message | str, *, task_id: str | None = None,
+                     context_id: str | None = None) -> AsyncIterator[m.StreamEvent]:
+        """Send a message and yield the task's events as they happen.
+
+        If the connection drops before the task settles, the stream is resumed
+        with `SubscribeToTask` from the last event id seen.
+        """
+        req = self._request(message, task_id, context_id, True, None)
+        async for item in self._resilient(self.transport.stream(Operation.STREAM, req)):
+            yield item
+
+    async def resubscribe(self, task_id: str, *, last_event_id: str | None = None) -> AsyncIterator[m.StreamEvent]:
+        """Follow a task's events; with `last_event_id`, replay what came after it first."""
+        stream = self.transport.stream(Operation.SUBSCRIBE, m.SubscribeToTaskRequest(id=task_id), last_event_id)
+        async for item in self._resilient(stream, task_id=task_id, last_event_id=last_event_id):
+            yield item
+
+    async def _resilient(self, stream: AsyncIterator[StreamItem], *, task_id: str | None = None,
+                         last_event_id: str | None = None) -> AsyncIterator[m.StreamEvent]:
+        attempts = 0
+        while True:
+            try:
+                async for item in stream:
+                    attempts = 0
+                    if item.event_id is not None:
+                        last_event_id = item.event_id
+                    ev = item.event
+                    task_id = task_id or _task_id_of(ev)
+                    yield ev
+                    if _settles(ev):
+                        return
+                return
+            except (httpx.TransportError, ClientError) as exc:
+                if isinstance(exc, ClientError) and "cannot reach" not in str(exc):
+                    raise
+                if task_id is None or last_event_id is None or attempts >= RESUME_ATTEMPTS:
+                    raise ClientError(f"the stream from {self.transport.url} broke: {exc}") from None
+                attempts += 1
+                await asyncio.sleep(min(0.2 * 2**attempts, 5.0))
+                stream = self.transport.stream(
+                    Operation.SUBSCRIBE, m.SubscribeToTaskRequest(id=task_id), last_event_id
+                )
+
+    async def get(self, task_id: str, *, history_length: int | None = None) -> m.Task:
+        """The current snapshot of a task."""
+        return await self.transport.call(Operation.GET, m.GetTaskRequest(id=task_id, history_length=history_length))
+
+    async def list(self, *, context_id: str | None = None, state: m.TaskState | None = None,
+                   page_size: int | None = None, page_token: str | None = None,
+                   history_length: int | None = None, include_artifacts: bool = False) -> m.ListTasksResponse:
+        """One page of tasks, newest first."""
+        req = m.ListTasksRequest(context_id=context_id, status=state, page_size=page_size, page_token=page_token,
+                                 history_length=history_length, include_artifacts=include_artifacts)
+        return await self.transport.call(Operation.LIST, req)
+
+    async def cancel(self, task_id: str) -> m.Task:
+        """Ask the agent to stop a task."""
+        return await self.transport.call(Operation.CANCEL, m.CancelTaskRequest(id=task_id))
+
+
+def _task_id_of(ev: m.StreamEvent) -> str | None:
+    if isinstance(ev, m.Task):
+        return ev.id
+    if isinstance(ev, m.Message):
+        return ev.task_id
+    return ev.task_id
+
+
+def _settles(ev: m.StreamEvent) -> bool:
+    if isinstance(ev, m.Message):
+        return True
+    if isinstance(ev, m.TaskStatusUpdateEvent):
+        return is_settled(ev.status.state)
+    if isinstance(ev, m.Task):
+        return ev.status.state in (m.TaskState.COMPLETED, m.TaskState.FAILED, m.TaskState.CANCELED,
+                                   m.TaskState.REJECTED)
+    return False
