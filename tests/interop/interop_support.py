@@ -1,0 +1,263 @@
+"""Shared helpers for the interop tests: official a2a-sdk clients against a live Parley.
+
+Kept out of a `conftest.py` on purpose: `tests/conftest.py` is imported as the
+top-level module `conftest` (test modules do `from conftest import rpc`), and a
+second `conftest.py` here would replace it in `sys.modules`.
+
+Everything here is about the a2a-sdk 1.3 client (flavours "1.0" and "0.3-compat")
+and about the Parley apps the tests serve. The a2a-sdk 0.3.26 client runs in its
+own virtualenv through `sdk03_driver.py`; see `test_interop_sdk03.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
+from a2a.types import AgentCard, Message, Part, Role, StreamResponse, Task, TaskState
+
+from parley.agents.base import ArtifactChunk, RunContext
+from parley.app import Parley
+from parley.protocol import models as m
+
+# Bounded waits: the longest any single step may take before a test fails.
+WAIT = 20.0
+# The gate of the slow agent gives up (and the task fails) after this long.
+GATE_TIMEOUT = 60.0
+
+# Echo splits its reply into chunks of three words: this text gives three chunks.
+ECHO_TEXT = "one two three four five six seven"
+ECHO_CHUNKS = ["one two three", " four five six", " seven"]
+
+FLAVOURS = ["1.0", "0.3-compat"]
+
+SLOW_FIRST = "first chunk"
+SLOW_SECOND = " second chunk"
+SLOW_ARTIFACT_ID = "slow-output"
+
+
+# --- a gate an agent awaits and a test (another thread) opens -----------------
+
+
+class Gate:
+    """A one-shot latch: agents `await gate.wait()`, any thread calls `gate.open()`.
+
+    Waiting agents run on the server's event loop (uvicorn's thread); `open()`
+    wakes them with `call_soon_threadsafe`, so nothing polls or sleeps.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._opened = False
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+
+    @property
+    def opened(self) -> bool:
+        return self._opened
+
+    def open(self) -> None:
+        with self._lock:
+            self._opened = True
+            waiters, self._waiters = self._waiters, []
+        for loop, event in waiters:
+            loop.call_soon_threadsafe(event.set)
+
+    async def wait(self, timeout: float = GATE_TIMEOUT) -> None:
+        event = asyncio.Event()
+        entry = (asyncio.get_running_loop(), event)
+        with self._lock:
+            if self._opened:
+                return
+            self._waiters.append(entry)
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        finally:
+            with self._lock:
+                if entry in self._waiters:
+                    self._waiters.remove(entry)
+
+
+def slow_app(gate: Gate) -> Parley:
+    """A Parley app with `slow` (default) and `release` agents sharing `gate`.
+
+    `slow` emits a first artifact chunk at once, waits for the gate, then emits
+    the last chunk and completes. `release` opens the gate (so a client in
+    another process can release `slow` over A2A) and answers "released".
+    """
+    app = Parley()
+
+    @app.agent(id="slow", description="Emits a chunk, waits for a gate, then finishes")
+    async def slow(ctx: RunContext):
+        yield ArtifactChunk(
+            m.Artifact(artifact_id=SLOW_ARTIFACT_ID, name="response", parts=[m.Part(text=SLOW_FIRST)]),
+            append=False,
+            last_chunk=False,
+        )
+        await gate.wait()
+        yield ArtifactChunk(
+            m.Artifact(artifact_id=SLOW_ARTIFACT_ID, name="response", parts=[m.Part(text=SLOW_SECOND)]),
+            append=True,
+            last_chunk=True,
+        )
+
+    @app.agent(id="release", description="Opens the gate the slow agent waits for")
+    async def release(ctx: RunContext):
+        gate.open()
+        yield "released"
+
+    return app
+
+
+# --- a2a-sdk 1.3 clients --------------------------------------------------------
+
+
+@dataclass
+class Wire:
+    """What the SDK client put on the wire: one (A2A-Version header, JSON-RPC method) per POST."""
+
+    calls: list[tuple[str | None, str | None]] = field(default_factory=list)
+
+    async def hook(self, request: httpx.Request) -> None:
+        if request.method != "POST":
+            return
+        try:
+            method = json.loads(request.content).get("method")
+        except (ValueError, AttributeError):
+            method = None
+        self.calls.append((request.headers.get("a2a-version"), method))
+
+    @property
+    def methods(self) -> list[str | None]:
+        return [method for _, method in self.calls]
+
+    @property
+    def versions(self) -> set[str | None]:
+        return {version for version, _ in self.calls}
+
+
+def only_v03_interfaces(card: AgentCard) -> AgentCard:
+    """A copy of `card` whose supportedInterfaces are only the 0.3 entries.
+
+    `ClientFactory` prefers a 1.0 interface; with only a 0.3 one left it builds
+    `CompatJsonRpcTransport` (see `client_factory.jsonrpc_transport_producer`).
+    """
+    legacy = [i for i in card.supported_interfaces if i.protocol_version.split(".")[:2] == ["0", "3"]]
+    assert legacy, f"the card offers no 0.3 interface: {list(card.supported_interfaces)}"
+    out = AgentCard()
+    out.CopyFrom(card)
+    del out.supported_interfaces[:]
+    out.supported_interfaces.extend(legacy)
+    return out
+
+
+@dataclass
+class SdkClient:
+    """An a2a-sdk 1.3 client, the card it was built from, and a record of its requests."""
+
+    client: Client
+    card: AgentCard
+    wire: Wire
+    flavour: str
+
+
+@asynccontextmanager
+async def sdk_client(agent_url: str, flavour: str, *, streaming: bool) -> AsyncIterator[SdkClient]:
+    """An a2a-sdk 1.3 client for the agent whose base URL is `agent_url`.
+
+    flavour "1.0": `ClientFactory.create_from_url` (card fetched with `A2A-Version: 1.0`).
+    flavour "0.3-compat": the card is resolved the way a legacy client would (no
+    version header, so Parley adds the 0.3 fields) and the client is built from
+    it with only the 0.3 interface left, which makes the SDK use its 0.3 compat
+    JSON-RPC transport.
+    """
+    wire = Wire()
+    http = httpx.AsyncClient(timeout=WAIT, event_hooks={"request": [wire.hook]})
+    try:
+        if flavour == "1.0":
+            factory = ClientFactory(ClientConfig(streaming=streaming, httpx_client=http))
+            client = await factory.create_from_url(agent_url)
+            card = client._card  # noqa: SLF001 - the card the SDK resolved
+        elif flavour == "0.3-compat":
+            async with httpx.AsyncClient(timeout=WAIT) as plain:
+                resolved = await A2ACardResolver(plain, agent_url).get_agent_card()
+            card = only_v03_interfaces(resolved)
+            client = ClientFactory(ClientConfig(streaming=streaming, httpx_client=http)).create(card)
+        else:
+            raise ValueError(f"unknown flavour {flavour!r}")
+        try:
+            yield SdkClient(client, card, wire, flavour)
+        finally:
+            await client.close()
+    finally:
+        await http.aclose()
+
+
+def user_message(text: str, *, task_id: str | None = None, context_id: str | None = None) -> Message:
+    msg = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)])
+    if task_id:
+        msg.task_id = task_id
+    if context_id:
+        msg.context_id = context_id
+    return msg
+
+
+# --- reading what the SDK returns ------------------------------------------------
+
+
+def state_name(state: int) -> str:
+    """TASK_STATE_INPUT_REQUIRED -> 'input-required' (the 0.3 spelling, shared with the driver)."""
+    return TaskState.Name(state).removeprefix("TASK_STATE_").lower().replace("_", "-")
+
+
+def parts_text(parts: Any) -> str:
+    return "".join(p.text for p in parts if p.WhichOneof("content") == "text")
+
+
+def artifact_text(task: Task) -> str:
+    return "".join(parts_text(a.parts) for a in task.artifacts)
+
+
+def history_texts(task: Task) -> list[tuple[str, str]]:
+    return [("user" if msg.role == Role.ROLE_USER else "agent", parts_text(msg.parts)) for msg in task.history]
+
+
+def summarize(ev: StreamResponse) -> dict[str, Any]:
+    """One streamed event as a small dict (same shape as the 0.3.26 driver's output)."""
+    kind = ev.WhichOneof("payload")
+    if kind == "task":
+        return {"kind": "task", "taskId": ev.task.id, "contextId": ev.task.context_id,
+                "state": state_name(ev.task.status.state)}
+    if kind == "status_update":
+        su = ev.status_update
+        out = {"kind": "status", "taskId": su.task_id, "contextId": su.context_id, "state": state_name(su.status.state)}
+        if su.status.HasField("message"):
+            out["text"] = parts_text(su.status.message.parts)
+        return out
+    if kind == "artifact_update":
+        au = ev.artifact_update
+        return {"kind": "artifact", "taskId": au.task_id, "contextId": au.context_id,
+                "artifactId": au.artifact.artifact_id, "text": parts_text(au.artifact.parts),
+                "append": au.append, "lastChunk": au.last_chunk}
+    if kind == "message":
+        return {"kind": "message", "text": parts_text(ev.message.parts)}
+    return {"kind": str(kind)}
+
+
+async def next_event(stream: AsyncIterator[StreamResponse]) -> StreamResponse:
+    """The next event of an SDK stream, within the bounded wait (same task: no cross-task iteration)."""
+    async with asyncio.timeout(WAIT):
+        return await anext(stream)
+
+
+async def drain(stream: AsyncIterator[StreamResponse]) -> list[StreamResponse]:
+    """Every remaining event until the server closes the stream (bounded)."""
+    async with asyncio.timeout(WAIT):
+        return [ev async for ev in stream]
