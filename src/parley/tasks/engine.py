@@ -86,6 +86,7 @@ class TaskEngine:
         self.keepalive = keepalive
         self.observers: list[Observer] = observers or []
         self.runs: dict[str, Run] = {}
+        self._submitting: dict[tuple[str, str, str], asyncio.Future[Submission]] = {}
 
     # --- writing -----------------------------------------------------------
 
@@ -128,10 +129,34 @@ class TaskEngine:
 
     async def submit(self, agent_id: str, owner: str, req: m.SendMessageRequest) -> Submission:
         """Create or continue the task a message belongs to, and start its agent."""
-        agent = self.agents[agent_id]
         msg = req.message
         if msg.role is not m.Role.USER:
             raise InvalidParamsError("Invalid params: a message sent to an agent must have the user role")
+        key = (agent_id, owner, msg.message_id)
+        pending = self._submitting.get(key)
+        if pending is not None:  # the same message is being submitted right now: share its outcome
+            sub = await asyncio.shield(pending)
+            return Submission(sub.record, sub.run, Entry(sub.record.seq, copy(sub.record.task)), duplicate=True)
+        fut: asyncio.Future[Submission] = asyncio.get_running_loop().create_future()
+        self._submitting[key] = fut
+        try:
+            sub = await self._submit(agent_id, owner, req)
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                fut.cancel()
+            else:
+                fut.set_exception(exc)
+                fut.exception()  # mark retrieved: waiters re-raise it themselves
+            raise
+        else:
+            fut.set_result(sub)
+            return sub
+        finally:
+            del self._submitting[key]
+
+    async def _submit(self, agent_id: str, owner: str, req: m.SendMessageRequest) -> Submission:
+        agent = self.agents[agent_id]
+        msg = req.message
         prior = await self.store.find_message(agent_id, owner, msg.message_id)
         if prior is not None:
             rec = await self._visible(agent_id, owner, prior)
@@ -186,6 +211,8 @@ class TaskEngine:
             raise UnsupportedOperationError(
                 f"Task {rec.task.id} is still {_state_name(state)}; send a message when it asks for input"
             )
+        if rec.task.id in self.runs:  # another message continued it while we were reading
+            raise UnsupportedOperationError(f"Task {rec.task.id} is already working on another message")
         msg.context_id = rec.task.context_id
         run = Run(rec)
         self.runs[rec.task.id] = run
