@@ -97,9 +97,10 @@ class Protocol:
     def task_of(self, result: Any) -> dict | None:
         if not isinstance(result, dict):
             return None
-        if self.version == "1.0":
-            return result.get("task")
-        return result if result.get("kind", "task") == "task" else None
+        if self.version == "1.0":  # SendMessage wraps the task ({"task": ...}); GetTask returns it bare
+            task = result.get("task", result)
+            return task if isinstance(task, dict) and "id" in task and "status" in task else None
+        return result if result.get("kind", "task") == "task" and "id" in result else None
 
     def completed(self, status: Any) -> bool:
         state = status.get("state") if isinstance(status, dict) else None
@@ -432,9 +433,11 @@ class LoadGen:
             if a.warmup > 0:
                 await self.phase(client, a.warmup, None, None)
             stats = Stats()
+            srv0 = process_cpu(a.server_pid)
             ru0 = resource.getrusage(resource.RUSAGE_SELF)
             elapsed = await self.phase(client, a.duration, a.requests, stats)
             ru1 = resource.getrusage(resource.RUSAGE_SELF)
+            srv1 = process_cpu(a.server_pid)
         finally:
             await client.close()
         cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
@@ -453,6 +456,11 @@ class LoadGen:
             "client_cpu_s": round(cpu, 3),
             "client_cpu_util": round(cpu / elapsed, 3) if elapsed > 0 else None,
         }
+        if srv0 is not None and srv1 is not None:
+            server_cpu = srv1 - srv0
+            out["server_cpu_s"] = round(server_cpu, 3)
+            out["server_cpu_util"] = round(server_cpu / elapsed, 3) if elapsed > 0 else None
+            out["server_cpu_us_per_request"] = round(server_cpu / stats.ok * 1e6, 1) if stats.ok else None
         if a.scenario == "stream":
             out["ttfe_ms"] = summary_ms(stats.ttfe)
             out["events"] = stats.events
@@ -461,6 +469,18 @@ class LoadGen:
         if a.scenario == "get":
             out["task_id"] = self.task_id
         return out
+
+
+def process_cpu(pid: int | None) -> float | None:
+    """CPU seconds (user + system) used so far by process `pid` (Linux /proc), or None."""
+    if not pid:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -476,6 +496,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--text", default=DEFAULT_TEXT, help="message text (unary/stream)")
     ap.add_argument("--card-url", default=None, help="agent card URL (default: URL origin + /.well-known/...)")
     ap.add_argument("--client", choices=("auto", "aiohttp", "httpx"), default="auto")
+    ap.add_argument("--server-pid", type=int, default=None,
+                    help="also report the CPU time this (local) server process used while measuring")
     ap.add_argument("--no-uvloop", action="store_true", help="use the default asyncio loop")
     args = ap.parse_args(argv)
     if args.concurrency < 1:

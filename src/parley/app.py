@@ -61,14 +61,18 @@ class Parley:
         name: str | None = None,
         description: str | None = None,
         skills: list[m.AgentSkill] | None = None,
+        input_modes: list[str] | None = None,
+        output_modes: list[str] | None = None,
+        extensions: list[m.AgentExtension] | None = None,
         default: bool = False,
     ) -> Callable[[AgentFn], AgentFn]:
         """Decorator: register an async generator function as an agent."""
 
         def register(fn: AgentFn) -> AgentFn:
-            self.add_agent(
-                FunctionAgent(fn, id=id, name=name, description=description, skills=skills), default=default
-            )
+            agent = FunctionAgent(fn, id=id, name=name, description=description, skills=skills,
+                                  input_modes=input_modes, output_modes=output_modes)
+            agent.extensions = list(extensions or [])
+            self.add_agent(agent, default=default)
             return fn
 
         return register

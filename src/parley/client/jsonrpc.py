@@ -14,7 +14,7 @@ from httpx_sse import SSEError, aconnect_sse
 from parley.client.errors import ClientError
 from parley.protocol import models as m
 from parley.protocol import v0_3, v1_0
-from parley.protocol.errors import A2AError, error_from_jsonrpc
+from parley.protocol.errors import A2AError, InvalidAgentResponseError, InvalidParamsError, error_from_jsonrpc
 from parley.protocol.operations import Operation
 
 _METHOD_NAMES: dict[str, dict[Operation, str]] = {
@@ -68,7 +68,7 @@ class JsonRpcTransport:
             raise error_from_jsonrpc(data["error"] if isinstance(data["error"], dict) else {})
         if "result" not in data:
             raise ClientError(f"{self.url} answered a JSON-RPC response without result or error")
-        return self.dialect.decode_result(op, data["result"])
+        return _checked(self.url, self.dialect.decode_result, op, data["result"])
 
     async def stream(self, op: Operation, request: Any, last_event_id: str | None = None) -> AsyncIterator[StreamItem]:
         """A streaming call; yields events until the server closes the stream."""
@@ -96,11 +96,20 @@ class JsonRpcTransport:
                         raise ClientError(f"{self.url} sent an event that is not a JSON-RPC response")
                     if "error" in payload:
                         raise error_from_jsonrpc(payload["error"] if isinstance(payload["error"], dict) else {})
-                    yield StreamItem(decode(payload.get("result")), sse.id or None)
+                    yield StreamItem(_checked(self.url, decode, payload.get("result")), sse.id or None)
         except SSEError as exc:
             raise ClientError(f"{self.url}: {exc}") from None
         except httpx.HTTPStatusError as exc:
             raise ClientError(f"{self.url} answered HTTP {exc.response.status_code}") from None
+
+
+def _checked(url: str, decode: Any, *args: Any) -> Any:
+    """Decode a result; a result that does not validate is the agent's fault (-32006)."""
+    try:
+        return decode(*args)
+    except InvalidParamsError as exc:
+        detail = exc.message.removeprefix("Invalid params: ").removeprefix("Invalid result: ")
+        raise InvalidAgentResponseError(f"{url} sent an invalid result: {detail}") from None
 
 
 def _decode_v03_event(data: Any) -> m.StreamEvent:

@@ -59,7 +59,7 @@ class JsonRpcEndpoint:
             rpc = jsonrpc.parse_request(body, _version_header(request))
             version = rpc.dialect.VERSION
             req = rpc.dialect.decode(rpc.op, rpc.params)
-            ctx = CallContext(agent_id=agent_id, owner=owner, version=version)
+            ctx = CallContext(agent_id=agent_id, owner=owner, version=version, extensions=requested_extensions(request))
             if rpc.op.streams:
                 if rpc.op is Operation.SUBSCRIBE:
                     ctx.last_event_id = last_event_id(request)
@@ -104,3 +104,12 @@ class JsonRpcEndpoint:
 def _version_header(request: Request) -> str | None:
     """The requested A2A version: the header, else the `A2A-Version` query parameter."""
     return request.headers.get("a2a-version") or request.query_params.get("A2A-Version")
+
+
+def requested_extensions(request: Request) -> frozenset[str]:
+    """Extension URIs the client activated (`A2A-Extensions`, or 0.3's `X-A2A-Extensions`)."""
+    uris: set[str] = set()
+    for name in ("a2a-extensions", "x-a2a-extensions"):
+        for value in request.headers.getlist(name):
+            uris.update(u.strip() for u in value.split(",") if u.strip())
+    return frozenset(uris)

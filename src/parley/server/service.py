@@ -8,13 +8,18 @@ and encode what comes back in the caller's protocol version.
 from __future__ import annotations
 
 import uuid
+
+import msgspec
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 from parley.protocol import models as m
+from parley.agents.base import Agent
 from parley.protocol.errors import (
+    ContentTypeNotSupportedError,
     ExtendedCardNotConfiguredError,
+    ExtensionSupportRequiredError,
     PushNotificationNotSupportedError,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -33,6 +38,7 @@ class CallContext:
     owner: str
     version: str
     last_event_id: int | None = None
+    extensions: frozenset[str] = frozenset()
 
 
 class A2AService:
@@ -47,6 +53,7 @@ class A2AService:
         """Run a unary operation; returns a canonical result."""
         e = self.engine
         if op is Operation.SEND:
+            self._check_message(ctx, req)
             sub = await e.submit(ctx.agent_id, ctx.owner, req)
             conf = req.configuration
             if conf is not None and conf.return_immediately:
@@ -72,6 +79,7 @@ class A2AService:
             raise UnsupportedOperationError("This agent does not support streaming")
         e = self.engine
         if op is Operation.STREAM:
+            self._check_message(ctx, req)
             sub = await e.submit(ctx.agent_id, ctx.owner, req)
             return _chain(sub.first, e.follow(sub.record.task.id, sub.first.seq))
         first, after = await e.subscribe(ctx.agent_id, ctx.owner, req.id, ctx.last_event_id)
@@ -80,6 +88,12 @@ class A2AService:
                 f"Task {req.id} is already finished; use GetTask, or resubscribe with Last-Event-ID to replay"
             )
         return _chain(first, e.follow(req.id, after))
+
+    def _check_message(self, ctx: CallContext, req: m.SendMessageRequest) -> None:
+        """Refuse what the agent declared it cannot take: media types, missing required extensions."""
+        agent = self.engine.agents[ctx.agent_id]
+        check_extensions(agent, ctx.extensions)
+        check_media_types(agent, req)
 
     async def _push(self, ctx: CallContext, op: Operation, req: Any) -> Any:
         if not self.push_notifications:
@@ -107,3 +121,51 @@ async def _chain(first: Entry | None, rest: AsyncIterator[Entry | None]) -> Asyn
         yield first
     async for entry in rest:
         yield entry
+
+
+def part_media_type(part: m.Part) -> str:
+    """The media type a part carries (declared, or implied by its kind)."""
+    if part.media_type:
+        return part.media_type
+    if part.text is not None:
+        return "text/plain"
+    if part.data is not msgspec.UNSET:
+        return "application/json"
+    return "application/octet-stream"
+
+
+def media_type_matches(media_type: str, accepted: list[str]) -> bool:
+    """Whether `media_type` is in `accepted`, honouring `*/*` and `type/*` wildcards and parameters."""
+    base = media_type.split(";", 1)[0].strip().lower()
+    major = base.split("/", 1)[0]
+    for a in accepted:
+        a = a.split(";", 1)[0].strip().lower()
+        if a in ("*/*", "*", base) or (a.endswith("/*") and a[:-2] == major):
+            return True
+    return False
+
+
+def check_media_types(agent: Agent, req: m.SendMessageRequest) -> None:
+    """ContentTypeNotSupportedError unless the agent takes every part and can answer in an accepted mode."""
+    for i, part in enumerate(req.message.parts):
+        mt = part_media_type(part)
+        if not media_type_matches(mt, agent.input_modes):
+            raise ContentTypeNotSupportedError(
+                f"Part {i} is {mt}, which agent {agent.id!r} does not accept (it accepts {', '.join(agent.input_modes)})"
+            )
+    conf = req.configuration
+    if conf is not None and conf.accepted_output_modes:
+        if not any(media_type_matches(out, conf.accepted_output_modes) for out in agent.output_modes):
+            raise ContentTypeNotSupportedError(
+                f"Agent {agent.id!r} answers in {', '.join(agent.output_modes)}, none of which the client accepts "
+                f"({', '.join(conf.accepted_output_modes)})"
+            )
+
+
+def check_extensions(agent: Agent, activated: frozenset[str]) -> None:
+    """ExtensionSupportRequiredError if the agent requires an extension the client did not activate."""
+    for ext in agent.extensions:
+        if ext.required and ext.uri not in activated:
+            raise ExtensionSupportRequiredError(
+                f"Agent {agent.id!r} requires the extension {ext.uri}; activate it with the A2A-Extensions header"
+            )

@@ -1,0 +1,382 @@
+"""The official a2a-sdk 1.3 client against a live Parley server, over real HTTP.
+
+Two flavours of the same client, parametrised as `flavour`:
+
+* "1.0": `ClientFactory.create_from_url`; the SDK picks Parley's 1.0 JSON-RPC
+  interface and sends `A2A-Version: 1.0` with 1.0 method names.
+* "0.3-compat": the SDK's 0.3 compatibility transport, chosen by the factory
+  because the card it is given only lists Parley's 0.3 interface; it sends
+  `a2a-version: 0.3` and the 0.3 method names (`message/send`, ...).
+
+Every test asserts on what the SDK client returns, never on raw JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import aclosing
+
+import pytest
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    TaskState,
+    UnsupportedOperationError,
+)
+from interop_support import (
+    ECHO_CHUNKS,
+    ECHO_TEXT,
+    FLAVOURS,
+    SLOW_ARTIFACT_ID,
+    SLOW_FIRST,
+    SLOW_SECOND,
+    Gate,
+    artifact_text,
+    drain,
+    history_texts,
+    next_event,
+    parts_text,
+    sdk_client,
+    slow_app,
+    state_name,
+    summarize,
+    user_message,
+)
+
+pytestmark = pytest.mark.interop
+
+
+@pytest.fixture(params=FLAVOURS)
+def flavour(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+EXPECTED_WIRE = {
+    "1.0": ("1.0", {"send": "SendMessage", "stream": "SendStreamingMessage", "get": "GetTask",
+                    "cancel": "CancelTask", "subscribe": "SubscribeToTask"}),
+    "0.3-compat": ("0.3", {"send": "message/send", "stream": "message/stream", "get": "tasks/get",
+                           "cancel": "tasks/cancel", "subscribe": "tasks/resubscribe"}),
+}
+
+
+def wire_method(flavour: str, op: str) -> str:
+    return EXPECTED_WIRE[flavour][1][op]
+
+
+def assert_wire_version(sdk, flavour: str) -> None:
+    assert sdk.wire.versions == {EXPECTED_WIRE[flavour][0]}, sdk.wire.calls
+
+
+def question_for(first: str) -> str:
+    return f"You said {first!r}. Why does that matter to you?"
+
+
+def answer_for(first: str, second: str) -> str:
+    return f"Thank you. You said {first!r}, and it matters because {second!r}."
+
+
+# --- send (blocking) ------------------------------------------------------------
+
+
+async def test_send_blocking_returns_completed_echo_task(server, flavour):
+    async with sdk_client(server.url, flavour, streaming=False) as sdk:
+        events = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=user_message(ECHO_TEXT)))]
+
+    assert [ev.WhichOneof("payload") for ev in events] == ["task"]
+    task = events[0].task
+    assert state_name(task.status.state) == "completed"
+    assert task.id and task.context_id
+    assert artifact_text(task) == ECHO_TEXT
+    assert [parts_text(a.parts) for a in task.artifacts] == [ECHO_TEXT]
+    assert history_texts(task)[0] == ("user", ECHO_TEXT)
+    assert task.history[0].task_id == task.id and task.history[0].context_id == task.context_id
+    assert sdk.wire.methods == [wire_method(flavour, "send")]
+    assert_wire_version(sdk, flavour)
+
+
+async def test_send_on_named_agent_path(server, flavour):
+    """The client resolves the card under /a2a/echo and talks to the URL the card names."""
+    async with sdk_client(f"{server.url}/a2a/echo", flavour, streaming=False) as sdk:
+        assert {i.url for i in sdk.card.supported_interfaces} == {f"{server.url}/a2a/echo"}
+        events = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=user_message("hi there")))]
+    task = events[-1].task
+    assert state_name(task.status.state) == "completed"
+    assert artifact_text(task) == "hi there"
+
+
+# --- stream -----------------------------------------------------------------------
+
+
+async def test_stream_yields_task_then_chunks_then_completed(server, flavour):
+    async with sdk_client(server.url, flavour, streaming=True) as sdk:
+        events = [
+            summarize(ev)
+            async for ev in sdk.client.send_message(SendMessageRequest(message=user_message(ECHO_TEXT)))
+        ]
+        assert sdk.wire.methods == [wire_method(flavour, "stream")]
+        assert_wire_version(sdk, flavour)
+
+    first, last = events[0], events[-1]
+    assert first["kind"] == "task" and first["state"] == "submitted"
+    assert last == {"kind": "status", "taskId": first["taskId"], "contextId": first["contextId"], "state": "completed"}
+    assert all(ev["taskId"] == first["taskId"] and ev["contextId"] == first["contextId"] for ev in events)
+
+    artifacts = [ev for ev in events if ev["kind"] == "artifact"]
+    assert [a["text"] for a in artifacts] == ECHO_CHUNKS
+    assert "".join(a["text"] for a in artifacts) == ECHO_TEXT
+    assert len({a["artifactId"] for a in artifacts}) == 1
+    assert [a["append"] for a in artifacts] == [False, True, True]
+    assert [a["lastChunk"] for a in artifacts] == [False, False, True]
+
+    # Nothing terminal before the end; only the task, status and artifact kinds.
+    statuses = [ev["state"] for ev in events if ev["kind"] == "status"]
+    assert statuses[-1] == "completed" and "completed" not in statuses[:-1]
+    assert {ev["kind"] for ev in events} <= {"task", "status", "artifact"}
+
+
+# --- get --------------------------------------------------------------------------
+
+
+async def test_get_task_returns_the_finished_task(server, flavour):
+    async with sdk_client(server.url, flavour, streaming=False) as sdk:
+        sent = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=user_message(ECHO_TEXT)))]
+        task_id = sent[-1].task.id
+        got = await sdk.client.get_task(GetTaskRequest(id=task_id))
+        assert sdk.wire.methods == [wire_method(flavour, "send"), wire_method(flavour, "get")]
+        assert_wire_version(sdk, flavour)
+
+    assert got.id == task_id
+    assert got.context_id == sent[-1].task.context_id
+    assert state_name(got.status.state) == "completed"
+    assert artifact_text(got) == ECHO_TEXT
+    assert history_texts(got) == [("user", ECHO_TEXT)]
+
+
+async def test_get_unknown_task_raises_task_not_found(server, flavour):
+    async with sdk_client(server.url, flavour, streaming=False) as sdk:
+        with pytest.raises(TaskNotFoundError):
+            await sdk.client.get_task(GetTaskRequest(id="no-such-task"))
+
+
+# --- list: only in 1.0 (the SDK's 0.3 compat transport raises NotImplementedError for ListTasks) ---
+
+
+async def test_list_tasks_filters_by_context_and_pages(server):
+    async with sdk_client(server.url, "1.0", streaming=False) as sdk:
+        c = sdk.client
+        first = [ev async for ev in c.send_message(SendMessageRequest(message=user_message("alpha")))][-1].task
+        ctx = first.context_id
+        second = [
+            ev async for ev in c.send_message(SendMessageRequest(message=user_message("beta", context_id=ctx)))
+        ][-1].task
+        other = [ev async for ev in c.send_message(SendMessageRequest(message=user_message("gamma")))][-1].task
+        assert second.context_id == ctx and other.context_id != ctx
+
+        in_ctx = await c.list_tasks(ListTasksRequest(context_id=ctx))
+        assert {t.id for t in in_ctx.tasks} == {first.id, second.id}
+        assert in_ctx.total_size == 2
+        assert all(state_name(t.status.state) == "completed" for t in in_ctx.tasks)
+
+        everything = await c.list_tasks(ListTasksRequest())
+        assert {first.id, second.id, other.id} <= {t.id for t in everything.tasks}
+
+        completed = await c.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_COMPLETED, context_id=ctx))
+        assert {t.id for t in completed.tasks} == {first.id, second.id}
+        working = await c.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_WORKING, context_id=ctx))
+        assert list(working.tasks) == []
+
+        page1 = await c.list_tasks(ListTasksRequest(context_id=ctx, page_size=1))
+        assert len(page1.tasks) == 1 and page1.next_page_token
+        page2 = await c.list_tasks(ListTasksRequest(context_id=ctx, page_size=1, page_token=page1.next_page_token))
+        assert len(page2.tasks) == 1
+        assert {page1.tasks[0].id, page2.tasks[0].id} == {first.id, second.id}
+        assert sdk.wire.versions == {"1.0"}
+        assert set(sdk.wire.methods) == {"SendMessage", "ListTasks"}
+
+
+# --- multi-turn (input-required, then continue with taskId + contextId) -----------
+
+
+async def test_multiturn_blocking(server, flavour):
+    first_text, second_text = "I want to learn Rust", "it is fast and safe"
+    async with sdk_client(f"{server.url}/a2a/interviewer", flavour, streaming=False) as sdk:
+        c = sdk.client
+        turn1 = [ev async for ev in c.send_message(SendMessageRequest(message=user_message(first_text)))]
+        assert [ev.WhichOneof("payload") for ev in turn1] == ["task"]
+        t1 = turn1[0].task
+        assert state_name(t1.status.state) == "input-required"
+        assert parts_text(t1.status.message.parts) == question_for(first_text)
+        assert list(t1.artifacts) == []
+
+        follow_up = user_message(second_text, task_id=t1.id, context_id=t1.context_id)
+        turn2 = [ev async for ev in c.send_message(SendMessageRequest(message=follow_up))]
+        t2 = turn2[-1].task
+        assert t2.id == t1.id and t2.context_id == t1.context_id
+        assert state_name(t2.status.state) == "completed"
+        assert artifact_text(t2) == answer_for(first_text, second_text)
+
+        got = await c.get_task(GetTaskRequest(id=t1.id))
+        assert history_texts(got) == [
+            ("user", first_text),
+            ("agent", question_for(first_text)),
+            ("user", second_text),
+        ]
+        assert all(msg.context_id == t1.context_id for msg in got.history)
+        last_only = await c.get_task(GetTaskRequest(id=t1.id, history_length=1))
+        assert history_texts(last_only) == [("user", second_text)]
+
+
+async def test_multiturn_streaming(server, flavour):
+    first_text, second_text = "I want to learn Rust", "it is fast and safe"
+    async with sdk_client(f"{server.url}/a2a/interviewer", flavour, streaming=True) as sdk:
+        c = sdk.client
+        turn1 = [summarize(ev) async for ev in c.send_message(SendMessageRequest(message=user_message(first_text)))]
+        assert turn1[0]["kind"] == "task"
+        task_id, ctx = turn1[0]["taskId"], turn1[0]["contextId"]
+        # The stream ends at the interrupted state, with the agent's question.
+        assert turn1[-1] == {"kind": "status", "taskId": task_id, "contextId": ctx, "state": "input-required",
+                             "text": question_for(first_text)}
+
+        follow_up = user_message(second_text, task_id=task_id, context_id=ctx)
+        turn2 = [summarize(ev) async for ev in c.send_message(SendMessageRequest(message=follow_up))]
+        assert turn2[0]["kind"] == "task"
+        assert all(ev["taskId"] == task_id and ev["contextId"] == ctx for ev in turn2)
+        assert turn2[-1]["kind"] == "status" and turn2[-1]["state"] == "completed"
+        text = "".join(ev["text"] for ev in turn2 if ev["kind"] == "artifact")
+        assert text == answer_for(first_text, second_text)
+        assert sdk.wire.methods == [wire_method(flavour, "stream")] * 2
+
+
+async def test_message_to_finished_task_is_rejected(server, flavour):
+    async with sdk_client(server.url, flavour, streaming=False) as sdk:
+        done = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=user_message("x")))][-1].task
+        again = user_message("more", task_id=done.id, context_id=done.context_id)
+        with pytest.raises(UnsupportedOperationError):
+            [ev async for ev in sdk.client.send_message(SendMessageRequest(message=again))]
+
+
+# --- cancel -----------------------------------------------------------------------
+
+
+async def test_cancel_running_task(serve, flavour):
+    gate = Gate()
+    srv = serve(slow_app(gate))
+    async with sdk_client(srv.url, flavour, streaming=True) as sdk:
+        c = sdk.client
+        async with aclosing(c.send_message(SendMessageRequest(message=user_message("go slowly")))) as stream:
+            first = summarize(await next_event(stream))
+            assert first["kind"] == "task"
+            task_id = first["taskId"]
+            seen = [first]
+            while seen[-1]["kind"] != "artifact":
+                seen.append(summarize(await next_event(stream)))
+            assert seen[-1]["text"] == SLOW_FIRST
+
+            canceled = await c.cancel_task(CancelTaskRequest(id=task_id))
+            assert canceled.id == task_id
+            assert state_name(canceled.status.state) == "canceled"
+
+            # The open stream reports the cancellation, then closes.
+            rest = [summarize(ev) for ev in await drain(stream)]
+            assert rest, "the stream closed without reporting the canceled state"
+            assert rest[-1]["kind"] == "status" and rest[-1]["state"] == "canceled"
+            assert not [ev for ev in rest if ev["kind"] == "artifact"]
+
+        got = await c.get_task(GetTaskRequest(id=task_id))
+        assert state_name(got.status.state) == "canceled"
+        assert artifact_text(got) == SLOW_FIRST
+
+        with pytest.raises(TaskNotCancelableError):
+            await c.cancel_task(CancelTaskRequest(id=task_id))
+        assert wire_method(flavour, "cancel") in sdk.wire.methods
+    assert not gate.opened
+
+
+async def test_cancel_finished_task_is_not_cancelable(server, flavour):
+    async with sdk_client(server.url, flavour, streaming=False) as sdk:
+        done = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=user_message("x")))][-1].task
+        with pytest.raises(TaskNotCancelableError):
+            await sdk.client.cancel_task(CancelTaskRequest(id=done.id))
+
+
+# --- resubscribe ------------------------------------------------------------------
+
+
+async def _start_slow_stream(c):
+    """Start a streaming send to the slow agent; return (stream, events up to the first artifact chunk)."""
+    stream = c.send_message(SendMessageRequest(message=user_message("go slowly")))
+    seen = [summarize(await next_event(stream))]
+    assert seen[0]["kind"] == "task"
+    while seen[-1]["kind"] != "artifact":
+        seen.append(summarize(await next_event(stream)))
+    assert seen[-1]["text"] == SLOW_FIRST and seen[-1]["lastChunk"] is False
+    return stream, seen
+
+
+def _assert_rest_after_release(rest: list[dict], task_id: str, ctx: str) -> None:
+    assert all(ev["taskId"] == task_id and ev["contextId"] == ctx for ev in rest)
+    artifacts = [ev for ev in rest if ev["kind"] == "artifact"]
+    assert [(a["artifactId"], a["text"], a["append"], a["lastChunk"]) for a in artifacts] == [
+        (SLOW_ARTIFACT_ID, SLOW_SECOND, True, True)
+    ]
+    assert rest[-1]["kind"] == "status" and rest[-1]["state"] == "completed"
+
+
+async def test_resubscribe_after_disconnect_delivers_the_rest(serve, flavour):
+    gate = Gate()
+    srv = serve(slow_app(gate))
+    async with sdk_client(srv.url, flavour, streaming=True) as sdk:
+        c = sdk.client
+        stream, seen = await _start_slow_stream(c)
+        task_id, ctx = seen[0]["taskId"], seen[0]["contextId"]
+        await stream.aclose()  # the client goes away; the task keeps running
+
+        async with aclosing(c.subscribe(SubscribeToTaskRequest(id=task_id))) as resub:
+            snapshot = await next_event(resub)
+            # The first event of a resubscription is the task as it is now.
+            assert snapshot.WhichOneof("payload") == "task"
+            assert snapshot.task.id == task_id and snapshot.task.context_id == ctx
+            assert state_name(snapshot.task.status.state) == "working"
+            assert artifact_text(snapshot.task) == SLOW_FIRST
+
+            gate.open()
+            rest = [summarize(ev) for ev in await drain(resub)]
+        _assert_rest_after_release(rest, task_id, ctx)
+
+        got = await c.get_task(GetTaskRequest(id=task_id))
+        assert state_name(got.status.state) == "completed"
+        assert artifact_text(got) == SLOW_FIRST + SLOW_SECOND
+        assert sdk.wire.methods[:2] == [wire_method(flavour, "stream"), wire_method(flavour, "subscribe")]
+
+
+async def test_resubscribe_alongside_the_original_stream(serve, flavour):
+    """Both streams of one task get the remaining events, in the same order."""
+    gate = Gate()
+    srv = serve(slow_app(gate))
+    async with sdk_client(srv.url, flavour, streaming=True) as sdk:
+        c = sdk.client
+        stream, seen = await _start_slow_stream(c)
+        task_id, ctx = seen[0]["taskId"], seen[0]["contextId"]
+        async with aclosing(stream), aclosing(c.subscribe(SubscribeToTaskRequest(id=task_id))) as resub:
+            snapshot = await next_event(resub)
+            assert snapshot.WhichOneof("payload") == "task" and snapshot.task.id == task_id
+            gate.open()
+            original_rest, resub_rest = await asyncio.gather(drain(stream), drain(resub))
+        original_rest = [summarize(ev) for ev in original_rest]
+        resub_rest = [summarize(ev) for ev in resub_rest]
+        _assert_rest_after_release(original_rest, task_id, ctx)
+        assert resub_rest == original_rest
+
+
+async def test_subscribe_to_finished_task_is_unsupported(server):
+    """1.0 only: SubscribeToTask on a terminal task is UnsupportedOperationError (spec 3.1.6)."""
+    async with sdk_client(server.url, "1.0", streaming=True) as sdk:
+        events = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=user_message("x")))]
+        task_id = events[0].task.id
+        with pytest.raises(UnsupportedOperationError):
+            async with aclosing(sdk.client.subscribe(SubscribeToTaskRequest(id=task_id))) as resub:
+                await drain(resub)
