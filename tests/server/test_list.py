@@ -1,0 +1,156 @@
+"""tasks/list and ListTasks: filters, cursor pagination, trimming and validation."""
+
+from __future__ import annotations
+
+import pytest
+from srvkit import DIALECTS, Dialect, text_of, uid
+
+
+def _pages(d: Dialect, url: str, **params) -> list[dict]:
+    pages, token = [], None
+    for _ in range(50):
+        q = dict(params)
+        if token:
+            q["pageToken"] = token
+        page = d.list(url, **q)
+        pages.append(page)
+        token = page["nextPageToken"]
+        if token == "":
+            return pages
+    raise AssertionError("pagination never ended")
+
+
+@pytest.mark.parametrize("d", DIALECTS, ids=["v0.3", "v1.0"])
+def test_pagination_sees_every_task_once_newest_first(fresh_server, d: Dialect):
+    url = fresh_server.url
+    created = [d.send(url, f"task {i}")["id"] for i in range(7)]
+    pages = _pages(d, url, pageSize=3)
+    assert [len(p["tasks"]) for p in pages] == [3, 3, 1]
+    for p in pages:
+        assert set(p) >= {"tasks", "nextPageToken", "pageSize", "totalSize"}
+        assert p["pageSize"] == 3 and p["totalSize"] == 7
+    assert all(p["nextPageToken"] for p in pages[:-1])
+    assert pages[-1]["nextPageToken"] == ""
+    seen = [t["id"] for p in pages for t in p["tasks"]]
+    assert len(seen) == len(set(seen))
+    assert seen == created[::-1]  # most recently updated first
+    for t in (t for p in pages for t in p["tasks"]):
+        if not d.v1:
+            assert t["kind"] == "task"
+        assert t["status"]["state"] == d.state("completed")
+
+
+@pytest.mark.parametrize("d", DIALECTS, ids=["v0.3", "v1.0"])
+def test_single_page_has_empty_next_token_and_default_size(fresh_server, d: Dialect):
+    d.send(fresh_server.url, "only one")
+    page = d.list(fresh_server.url)
+    assert len(page["tasks"]) == 1 and page["nextPageToken"] == ""
+    assert page["totalSize"] == 1 and page["pageSize"] == 50
+
+
+@pytest.mark.parametrize("d", DIALECTS, ids=["v0.3", "v1.0"])
+def test_empty_list(fresh_server, d: Dialect):
+    page = d.list(fresh_server.agent("interviewer"))
+    assert page["tasks"] == [] and page["nextPageToken"] == "" and page["totalSize"] == 0
+
+
+@pytest.mark.parametrize("d", DIALECTS, ids=["v0.3", "v1.0"])
+def test_filter_by_context_id(lab_server, d: Dialect):
+    url = lab_server.url
+    ca, cb = uid("ctx-a-"), uid("ctx-b-")
+    a = [d.send(url, "a", context_id=ca)["id"] for _ in range(3)]
+    b = [d.send(url, "b", context_id=cb)["id"] for _ in range(2)]
+    page_a = d.list(url, contextId=ca)
+    assert [t["id"] for t in page_a["tasks"]] == a[::-1] and page_a["totalSize"] == 3
+    page_b = d.list(url, contextId=cb)
+    assert [t["id"] for t in page_b["tasks"]] == b[::-1]
+    assert all(t["contextId"] == cb for t in page_b["tasks"])
+    paged = _pages(d, url, contextId=ca, pageSize=2)
+    assert [t["id"] for p in paged for t in p["tasks"]] == a[::-1]
+
+
+@pytest.mark.parametrize("d", DIALECTS, ids=["v0.3", "v1.0"])
+def test_filter_by_state(lab_server, d: Dialect):
+    url, ctx = lab_server.agent("interviewer"), uid("ctx-")
+    waiting = d.send(url, "question please", context_id=ctx)
+    done = d.send(url, "another", context_id=ctx)
+    done = d.send(url, "answer", task_id=done["id"], context_id=ctx)
+    assert waiting["status"]["state"] == d.state("input-required")
+    assert done["status"]["state"] == d.state("completed")
+    only_waiting = d.list(url, contextId=ctx, status=d.state("input-required"))
+    assert [t["id"] for t in only_waiting["tasks"]] == [waiting["id"]]
+    only_done = d.list(url, contextId=ctx, status=d.state("completed"))
+    assert [t["id"] for t in only_done["tasks"]] == [done["id"]]
+    assert d.list(url, contextId=ctx, status=d.state("failed"))["tasks"] == []
+
+
+@pytest.mark.parametrize("d", DIALECTS, ids=["v0.3", "v1.0"])
+def test_history_length_trims_each_task(lab_server, d: Dialect):
+    url, ctx = lab_server.agent("interviewer"), uid("ctx-")
+    t = d.send(url, "first words", context_id=ctx)
+    d.send(url, "second words", task_id=t["id"], context_id=ctx)
+    full = d.list(url, contextId=ctx)["tasks"][0]
+    assert [text_of(m) for m in full["history"]][0::2] == ["first words", "second words"]
+    assert len(full["history"]) == 3
+    one = d.list(url, contextId=ctx, historyLength=1)["tasks"][0]
+    assert [text_of(m) for m in one["history"]] == ["second words"]
+    none = d.list(url, contextId=ctx, historyLength=0)["tasks"][0]
+    assert "history" not in none or none["history"] == []
+    assert none["status"] == full["status"] and none["id"] == full["id"]
+
+
+@pytest.mark.parametrize("d", DIALECTS, ids=["v0.3", "v1.0"])
+def test_artifacts_only_with_include_artifacts(lab_server, d: Dialect):
+    url, ctx = lab_server.url, uid("ctx-")
+    sent = d.send(url, "artful", context_id=ctx)
+    plain = d.list(url, contextId=ctx)["tasks"][0]
+    assert "artifacts" not in plain
+    also = d.list(url, contextId=ctx, includeArtifacts=False)["tasks"][0]
+    assert "artifacts" not in also
+    withart = d.list(url, contextId=ctx, includeArtifacts=True)["tasks"][0]
+    assert withart["artifacts"] == sent["artifacts"]
+    assert withart == sent
+
+
+@pytest.mark.parametrize("d", DIALECTS, ids=["v0.3", "v1.0"])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"pageToken": "this is not a token"},
+        {"pageToken": "!!!"},
+        {"pageSize": 0},
+        {"pageSize": 101},
+        {"pageSize": -1},
+        {"pageSize": "ten"},
+        {"historyLength": -1},
+        {"contextId": 5},
+        {"includeArtifacts": "yes"},
+    ],
+    ids=["token-words", "token-punct", "size-0", "size-101", "size-neg", "size-str", "hist-neg", "ctx-int",
+         "incl-str"],
+)
+def test_invalid_list_params(lab_server, d: Dialect, params):
+    err = d.error(lab_server.url, "list", params)
+    assert err["code"] == -32602, err
+
+
+@pytest.mark.parametrize("d", DIALECTS, ids=["v0.3", "v1.0"])
+def test_unknown_state_filter_is_invalid(lab_server, d: Dialect):
+    assert d.error(lab_server.url, "list", {"status": "sleeping"})["code"] == -32602
+
+
+@pytest.mark.parametrize("d", DIALECTS, ids=["v0.3", "v1.0"])
+def test_page_size_bounds_are_accepted(lab_server, d: Dialect):
+    assert d.list(lab_server.url, pageSize=1)["pageSize"] == 1
+    assert d.list(lab_server.url, pageSize=100)["pageSize"] == 100
+
+
+@pytest.mark.parametrize("d", DIALECTS, ids=["v0.3", "v1.0"])
+def test_get_task_history_length(lab_server, d: Dialect):
+    url = lab_server.agent("interviewer")
+    t = d.send(url, "one")
+    t = d.send(url, "two", task_id=t["id"])
+    assert len(d.get(url, t["id"])["history"]) == 3
+    assert [text_of(m) for m in d.get(url, t["id"], historyLength=1)["history"]] == ["two"]
+    assert "history" not in d.get(url, t["id"], historyLength=0)
+    assert d.error(url, "get", {"id": t["id"], "historyLength": -1})["code"] == -32602
