@@ -17,7 +17,6 @@ from parley.protocol.codec import from_wire
 from parley.protocol.errors import A2AError
 
 WELL_KNOWN = "/.well-known/agent-card.json"
-SUPPORTED = {("JSONRPC", "1.0"), ("JSONRPC", "0.3")}
 
 
 def card_url_for(url: str) -> str:
@@ -71,17 +70,27 @@ def _major_minor(version: str) -> str:
     return ".".join(parts[:2]) if len(parts) >= 2 else f"{parts[0]}.0"
 
 
-def select_interface(card: m.AgentCard, prefer_version: str | None = None) -> m.AgentInterface:
+def select_interface(card: m.AgentCard, prefer_version: str | None = None,
+                     bindings: list[str] | None = None) -> m.AgentInterface:
     """The first interface in the card's order that Parley's client speaks.
 
-    `prefer_version` ("1.0" or "0.3") picks that version when the card offers it.
+    `prefer_version` ("1.0" or "0.3") picks that version when the card offers it;
+    `bindings` restricts and orders the bindings to use (default: the card's order).
     """
-    usable = [i for i in card.supported_interfaces if (i.protocol_binding, i.protocol_version) in SUPPORTED]
+    from parley.client.transports import supported
+
+    usable = [i for i in card.supported_interfaces if supported(i.protocol_binding, i.protocol_version)]
+    if bindings:
+        usable = [i for b in bindings for i in usable if i.protocol_binding == b]
+        if not usable:
+            offered = ", ".join(f"{i.protocol_binding} {i.protocol_version}" for i in card.supported_interfaces)
+            raise ClientError(f"the agent offers no {' or '.join(bindings)} interface this client speaks "
+                              f"(it offers: {offered})")
     if prefer_version:
         preferred = [i for i in usable if i.protocol_version == prefer_version]
         if not preferred:
             offered = ", ".join(f"{i.protocol_binding} {i.protocol_version}" for i in card.supported_interfaces)
-            raise ClientError(f"the agent offers no JSON-RPC interface for A2A {prefer_version} (it offers: {offered})")
+            raise ClientError(f"the agent offers no usable interface for A2A {prefer_version} (it offers: {offered})")
         return preferred[0]
     if not usable:
         offered = ", ".join(f"{i.protocol_binding} {i.protocol_version}" for i in card.supported_interfaces)

@@ -20,7 +20,9 @@ import httpx
 
 from parley.client.card import fetch_card, select_interface
 from parley.client.errors import ClientError
-from parley.client.jsonrpc import JsonRpcTransport, StreamItem
+from parley.client import transports
+from parley.client.jsonrpc import StreamItem
+from parley.client.transports import Transport
 from parley.protocol import models as m
 from parley.protocol.operations import Operation
 from parley.protocol.states import is_settled
@@ -47,30 +49,38 @@ def user_message(text: str | None = None, *, parts: list[m.Part] | None = None, 
 class A2AClient:
     """Talks to one A2A agent through the interface chosen from its card."""
 
-    def __init__(self, transport: JsonRpcTransport, card: m.AgentCard | None = None, *,
+    def __init__(self, transport: Transport, card: m.AgentCard | None = None, *,
                  owns_http: bool = False) -> None:
         self.transport = transport
         self.card = card
         self._owns_http = owns_http
+        self._http: httpx.AsyncClient | None = getattr(transport, "http", None)
 
     @classmethod
-    async def connect(cls, url: str, *, version: str | None = None, headers: dict[str, str] | None = None,
-                      http: httpx.AsyncClient | None = None, timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
-                      ) -> A2AClient:
+    async def connect(cls, url: str, *, version: str | None = None, bindings: list[str] | None = None,
+                      headers: dict[str, str] | None = None, http: httpx.AsyncClient | None = None,
+                      timeout: httpx.Timeout | float = DEFAULT_TIMEOUT) -> A2AClient:
         """Resolve the card at `url` and build a client for its best interface.
 
-        `version` ("1.0" or "0.3") forces a protocol version the card offers.
+        `version` ("1.0" or "0.3") forces a protocol version the card offers;
+        `bindings` (e.g. ["HTTP+JSON", "JSONRPC"]) restricts and orders the bindings.
         """
         owns = http is None
         http = http or httpx.AsyncClient(headers=headers, timeout=timeout)
         try:
             card = await fetch_card(http, url)
-            iface = select_interface(card, version)
+            iface = select_interface(card, version, bindings)
         except BaseException:
             if owns:
                 await http.aclose()
             raise
-        return cls(JsonRpcTransport(http, iface.url, iface.protocol_version), card, owns_http=owns)
+        return cls(transports.make(http, iface.protocol_binding, iface.url, iface.protocol_version), card,
+                   owns_http=owns)
+
+    @property
+    def binding(self) -> str:
+        """The binding in use: JSONRPC, HTTP+JSON or GRPC."""
+        return getattr(self.transport, "binding", "JSONRPC")
 
     @property
     def version(self) -> str:
@@ -79,8 +89,11 @@ class A2AClient:
 
     async def close(self) -> None:
         """Close the HTTP connection pool if this client created it."""
-        if self._owns_http:
-            await self.transport.http.aclose()
+        closer = getattr(self.transport, "close", None)
+        if closer is not None:
+            await closer()
+        if self._owns_http and self._http is not None:
+            await self._http.aclose()
 
     async def __aenter__(self) -> A2AClient:
         return self

@@ -34,6 +34,8 @@ class StreamItem:
 class JsonRpcTransport:
     """Calls one agent's JSON-RPC endpoint in A2A 1.0 or 0.3."""
 
+    binding = "JSONRPC"
+
     def __init__(self, http: httpx.AsyncClient, url: str, version: str) -> None:
         if version not in _METHOD_NAMES:
             raise ClientError(f"unsupported protocol version {version!r}")

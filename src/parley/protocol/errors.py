@@ -2,8 +2,8 @@
 
 Every error Parley reports to a client is an :class:`A2AError`. The class
 carries the JSON-RPC code, the HTTP status used by the HTTP+JSON binding (and
-by JSON-RPC for transport-level failures), and the `ErrorInfo.reason` string
-of the 1.0 REST error body.
+by JSON-RPC for transport-level failures), the gRPC status and the
+`ErrorInfo.reason` string, as tabulated in A2A 1.0 section 5.4.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ class MethodNotFoundError(A2AError):
     default_message = "Method not found"
     http_status = 404
     reason = "METHOD_NOT_FOUND"
-    grpc_status = "UNIMPLEMENTED"
+    grpc_status = "NOT_FOUND"
 
 
 class InvalidParamsError(A2AError):
@@ -84,7 +84,7 @@ class TaskNotFoundError(A2AError):
 class TaskNotCancelableError(A2AError):
     code = -32002
     default_message = "Task cannot be canceled"
-    http_status = 409
+    http_status = 400
     reason = "TASK_NOT_CANCELABLE"
     grpc_status = "FAILED_PRECONDITION"
 
@@ -94,7 +94,7 @@ class PushNotificationNotSupportedError(A2AError):
     default_message = "Push notifications are not supported"
     http_status = 400
     reason = "PUSH_NOTIFICATION_NOT_SUPPORTED"
-    grpc_status = "UNIMPLEMENTED"
+    grpc_status = "FAILED_PRECONDITION"
 
 
 class UnsupportedOperationError(A2AError):
@@ -102,13 +102,13 @@ class UnsupportedOperationError(A2AError):
     default_message = "This operation is not supported"
     http_status = 400
     reason = "UNSUPPORTED_OPERATION"
-    grpc_status = "UNIMPLEMENTED"
+    grpc_status = "FAILED_PRECONDITION"
 
 
 class ContentTypeNotSupportedError(A2AError):
     code = -32005
     default_message = "Incompatible content types"
-    http_status = 415
+    http_status = 400
     reason = "CONTENT_TYPE_NOT_SUPPORTED"
     grpc_status = "INVALID_ARGUMENT"
 
@@ -116,7 +116,7 @@ class ContentTypeNotSupportedError(A2AError):
 class InvalidAgentResponseError(A2AError):
     code = -32006
     default_message = "Invalid agent response"
-    http_status = 502
+    http_status = 500
     reason = "INVALID_AGENT_RESPONSE"
     grpc_status = "INTERNAL"
 
@@ -142,7 +142,7 @@ class VersionNotSupportedError(A2AError):
     default_message = "This A2A protocol version is not supported"
     http_status = 400
     reason = "VERSION_NOT_SUPPORTED"
-    grpc_status = "UNIMPLEMENTED"
+    grpc_status = "FAILED_PRECONDITION"
 
 
 class PayloadTooLargeError(InvalidRequestError):

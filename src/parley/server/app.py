@@ -3,6 +3,8 @@
     POST /                                   JSON-RPC of the default agent
     GET  /.well-known/agent-card.json        card of the default agent (and agent.json)
     POST /a2a/{agent_id}                     JSON-RPC of one agent
+    *    /a2a/{agent_id}/...                 HTTP+JSON (REST) of one agent (see server/rest.py)
+    *    /... and /{agent_id}/...            HTTP+JSON of the default agent, and the tenant form
     GET  /a2a/{agent_id}/.well-known/agent-card.json
     GET  /agents                             the cards of all hosted agents
     GET  /healthz                            liveness
@@ -27,6 +29,7 @@ from parley.protocol.codec import dumps
 from parley.protocol.errors import MethodNotFoundError
 from parley.server.cards import CardDocument, build_card, card_v03, card_v1, document
 from parley.server.jsonrpc import JsonRpcEndpoint, error_body
+from parley.server.rest import RestEndpoint
 from parley.server.service import A2AService
 from parley.tasks.engine import TaskEngine
 from parley.tasks.memory_store import MemoryTaskStore
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("parley.server")
 CARD_MAX_AGE = 300
+REST_VERBS = ["GET", "POST", "DELETE", "PUT", "PATCH"]
 ANONYMOUS = "anonymous"
 
 
@@ -61,6 +65,7 @@ class Server:
             streaming=app.settings.card.streaming,
         )
         self.jsonrpc = JsonRpcEndpoint(self.service, app.settings.max_body_bytes)
+        self.rest = RestEndpoint(self.service, app.settings.max_body_bytes)
         self.started_at = time.time()
         self._cards: dict[tuple[str, str, bool], CardDocument] = {}
 
@@ -100,6 +105,21 @@ class Server:
         if agent_id not in self.app.agents:
             return _unknown_agent(agent_id)
         return await self.jsonrpc.handle(request, agent_id, principal_of(request))
+
+    async def rest_agent(self, request: Request) -> Response:
+        agent_id = request.path_params["agent_id"]
+        if agent_id not in self.app.agents:
+            return _unknown_agent(agent_id)
+        return await self.rest.handle(request, agent_id, principal_of(request), request.path_params["rest"])
+
+    async def rest_root(self, request: Request) -> Response:
+        """REST paths of the default agent, and the `/{tenant}/...` form where the tenant names an agent."""
+        assert self.app.default_agent is not None
+        path: str = request.path_params["rest"]
+        head, _, tail = path.partition("/")
+        if head in self.app.agents and tail:
+            return await self.rest.handle(request, head, principal_of(request), tail)
+        return await self.rest.handle(request, self.app.default_agent, principal_of(request), path)
 
     async def card_default(self, request: Request) -> Response:
         assert self.app.default_agent is not None
@@ -185,6 +205,8 @@ def create_app(app: Parley) -> Starlette:
         Route("/a2a/{agent_id}/.well-known/agent.json", server.card_agent, methods=["GET"]),
         Route("/agents", server.list_agents, methods=["GET"]),
         Route("/healthz", server.healthz, methods=["GET"]),
+        Route("/a2a/{agent_id}/{rest:path}", server.rest_agent, methods=REST_VERBS),
+        Route("/{rest:path}", server.rest_root, methods=REST_VERBS),
     ]
     starlette = Starlette(routes=routes, lifespan=server.lifespan)
     starlette.state.parley = server

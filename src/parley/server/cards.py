@@ -41,6 +41,7 @@ def interfaces(url: str) -> list[m.AgentInterface]:
     return [
         m.AgentInterface(url=url, protocol_binding=JSONRPC, protocol_version="1.0"),
         m.AgentInterface(url=url, protocol_binding=JSONRPC, protocol_version="0.3"),
+        m.AgentInterface(url=url, protocol_binding=HTTP_JSON, protocol_version="1.0"),
     ]
 
 

@@ -46,3 +46,12 @@ def last_event_id(request: Request) -> int | None:
 
         raise InvalidRequestError(f"Invalid request: Last-Event-ID {raw!r} is not an event id of this server")
     return int(raw)
+
+
+def requested_extensions(request: Request) -> frozenset[str]:
+    """Extension URIs the client activated (`A2A-Extensions`, or 0.3's `X-A2A-Extensions`)."""
+    uris: set[str] = set()
+    for name in ("a2a-extensions", "x-a2a-extensions"):
+        for value in request.headers.getlist(name):
+            uris.update(u.strip() for u in value.split(",") if u.strip())
+    return frozenset(uris)

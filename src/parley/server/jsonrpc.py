@@ -19,7 +19,7 @@ from parley.protocol.codec import dumps
 from parley.protocol.errors import A2AError, InternalError
 from parley.protocol.jsonrpc import EnvelopeError, RpcRequest
 from parley.protocol.operations import Operation
-from parley.server.http import KEEPALIVE_FRAME, SSE_HEADERS, last_event_id, read_body, sse_frame
+from parley.server.http import KEEPALIVE_FRAME, SSE_HEADERS, last_event_id, read_body, requested_extensions, sse_frame
 from parley.server.service import A2AService, CallContext
 from parley.tasks.log import Entry
 
@@ -105,11 +105,3 @@ def _version_header(request: Request) -> str | None:
     """The requested A2A version: the header, else the `A2A-Version` query parameter."""
     return request.headers.get("a2a-version") or request.query_params.get("A2A-Version")
 
-
-def requested_extensions(request: Request) -> frozenset[str]:
-    """Extension URIs the client activated (`A2A-Extensions`, or 0.3's `X-A2A-Extensions`)."""
-    uris: set[str] = set()
-    for name in ("a2a-extensions", "x-a2a-extensions"):
-        for value in request.headers.getlist(name):
-            uris.update(u.strip() for u in value.split(",") if u.strip())
-    return frozenset(uris)

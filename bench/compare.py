@@ -1,0 +1,378 @@
+#!/usr/bin/env python3
+"""Parley vs the official a2a-sdk server: same echo work, same uvicorn settings, same run.
+
+    python bench/compare.py                      # the full comparison (~4-5 minutes)
+    python bench/compare.py --quick              # a smoke run (~1 minute)
+
+Starts both servers as separate subprocesses (uvicorn, one worker, same settings):
+
+  parley   bench/parley_server.py: `default_app(db)` — the built-in echo agent over the
+           SQLite store, in a fresh temp dir
+  a2a-sdk  bench/sdk_echo_server.py: a2a-sdk JSON-RPC routes (v0.3 compat on),
+           DefaultRequestHandler, InMemoryTaskStore, an echo AgentExecutor
+
+warms both up, then runs every scenario against each server with bench/loadgen.py
+(one subprocess per measurement), alternating which server goes first, repeated
+--repeats times; the table shows the median of the repeats. Throughput ratios are
+Parley/SDK, latency ratios SDK/Parley, so > 1 means Parley is better in both.
+
+Raw results (every run, the environment, the command) go to bench/out/compare-<UTC>.json
+and the table to bench/out/compare-<UTC>.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import shlex
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "out"
+SERVERS = ("parley", "sdk")
+LABEL = {"parley": "Parley", "sdk": "a2a-sdk"}
+
+# (name, loadgen scenario, protocol)
+SCENARIOS = [
+    ("unary-1.0", "unary", "1.0"),
+    ("unary-0.3", "unary", "0.3"),
+    ("stream-1.0", "stream", "1.0"),
+    ("stream-0.3", "stream", "0.3"),
+    ("get-1.0", "get", "1.0"),
+    ("card", "card", "0.3"),  # plain GET without an A2A-Version header
+]
+# Unloaded latency: one request in flight.
+LATENCY_SCENARIOS = [
+    ("unary-1.0@c1", "unary", "1.0"),
+    ("stream-1.0@c1", "stream", "1.0"),
+]
+PACKAGES = [
+    "parley", "a2a-sdk", "starlette", "uvicorn", "uvloop", "httptools", "msgspec", "sse-starlette",
+    "protobuf", "pydantic", "aiohttp", "httpx",
+]
+
+
+# ----------------------------------------------------------------------------- servers
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProc:
+    def __init__(self, name: str, cmd: list[str], port: int, log: Path) -> None:
+        self.name, self.cmd, self.port, self.log_path = name, cmd, port, log
+        self.url = f"http://127.0.0.1:{port}/"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(self.cmd, stdout=self._log, stderr=subprocess.STDOUT, cwd=HERE.parent)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"{self.name} server exited at start; see {self.log_path}")
+            with contextlib.suppress(OSError):
+                with urllib.request.urlopen(self.url + ".well-known/agent-card.json", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            time.sleep(0.2)
+        raise SystemExit(f"{self.name} server did not answer within 30 s; see {self.log_path}")
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def rss_mb(self) -> float | None:
+        try:
+            for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+        except OSError:
+            return None
+        return None
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+        self._log.close()
+
+
+# ----------------------------------------------------------------------------- runs
+
+
+def loadgen(url: str, scenario: str, protocol: str, *, concurrency: int, duration: float, warmup: float,
+            server_pid: int | None) -> dict[str, Any]:
+    cmd = [
+        sys.executable, str(HERE / "loadgen.py"), url, "--scenario", scenario, "--protocol", protocol,
+        "--concurrency", str(concurrency), "--duration", str(duration), "--warmup", str(warmup),
+    ]
+    if server_pid:
+        cmd += ["--server-pid", str(server_pid)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + warmup + 120,
+                         env={**os.environ, "LOADGEN_COMPACT": "1"})
+    if res.returncode != 0:
+        return {"failed": True, "returncode": res.returncode, "stderr": res.stderr[-2000:], "cmd": cmd}
+    out = json.loads(res.stdout)
+    out["cmd"] = " ".join(shlex.quote(c) for c in cmd)
+    return out
+
+
+def get(d: dict, path: str) -> float | None:
+    cur: Any = d
+    for k in path.split("."):
+        if not isinstance(cur, dict) or k not in cur:
+            return None
+        cur = cur[k]
+    return cur
+
+
+def median_of(runs: list[dict], path: str) -> float | None:
+    vals = [v for v in (get(r, path) for r in runs) if isinstance(v, (int, float))]
+    return statistics.median(vals) if vals else None
+
+
+def summarise(runs: list[dict]) -> dict[str, Any]:
+    ok = [r for r in runs if not r.get("failed")]
+    s: dict[str, Any] = {"runs": len(runs), "failed_runs": len(runs) - len(ok),
+                         "errors": sum(r.get("errors", 0) for r in ok),
+                         "requests": sum(r.get("requests", 0) for r in ok)}
+    for path in ("rps", "latency_ms.p50", "latency_ms.p90", "latency_ms.p99", "ttfe_ms.p50", "ttfe_ms.p90",
+                 "ttfe_ms.p99", "events_per_s", "server_cpu_us_per_request", "server_cpu_util", "client_cpu_util"):
+        s[path] = median_of(ok, path)
+    s["rps_all"] = [get(r, "rps") for r in ok]
+    return s
+
+
+# ----------------------------------------------------------------------------- environment
+
+
+def environment() -> dict[str, Any]:
+    cpu = "?"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    versions = {}
+    for p in PACKAGES:
+        try:
+            versions[p] = metadata.version(p)
+        except metadata.PackageNotFoundError:
+            versions[p] = None
+    return {
+        "date_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "nproc": os.cpu_count(),
+        "cpu_model": cpu,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "loadavg_start": os.getloadavg(),
+        "packages": versions,
+    }
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def fmt(v: float | None, digits: int = 1) -> str:
+    if v is None:
+        return "–"
+    if digits == 0:
+        return f"{v:,.0f}"
+    return f"{v:,.{digits}f}"
+
+
+def ratio(num: float | None, den: float | None) -> str:
+    if not num or not den:
+        return "–"
+    return f"{num / den:.2f}x"
+
+
+ROWS = [
+    # (metric label, path, digits, better: "higher" (ratio P/S) or "lower" (ratio S/P))
+    ("requests/s", "rps", 0, "higher"),
+    ("p50 latency ms", "latency_ms.p50", 2, "lower"),
+    ("p99 latency ms", "latency_ms.p99", 2, "lower"),
+    ("TTFE p50 ms", "ttfe_ms.p50", 2, "lower"),
+    ("TTFE p99 ms", "ttfe_ms.p99", 2, "lower"),
+    ("events/s", "events_per_s", 0, "higher"),
+    ("server CPU µs/request", "server_cpu_us_per_request", 0, "lower"),
+]
+
+
+def table(summary: dict[str, dict[str, dict]], names: list[str]) -> str:
+    lines = [
+        "| scenario | metric | Parley | a2a-sdk | ratio (>1 = Parley better) |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for name in names:
+        p, s = summary[name]["parley"], summary[name]["sdk"]
+        for label, path, digits, better in ROWS:
+            pv, sv = p.get(path), s.get(path)
+            if pv is None and sv is None:
+                continue
+            if path.startswith("ttfe") or path == "events_per_s":
+                if not name.startswith("stream"):
+                    continue
+            r = ratio(pv, sv) if better == "higher" else ratio(sv, pv)
+            lines.append(f"| {name} | {label} | {fmt(pv, digits)} | {fmt(sv, digits)} | {r} |")
+        errs = p["errors"] + s["errors"] + p["failed_runs"] + s["failed_runs"]
+        if errs:
+            lines.append(f"| {name} | errors / failed runs | {p['errors']} / {p['failed_runs']} | "
+                         f"{s['errors']} / {s['failed_runs']} | |")
+    return "\n".join(lines)
+
+
+def verdict(summary: dict[str, dict[str, dict]]) -> list[str]:
+    out = []
+    for name in ("unary-1.0", "unary-0.3", "stream-1.0", "stream-0.3"):
+        if name not in summary:
+            continue
+        p, s = summary[name]["parley"], summary[name]["sdk"]
+        if not p.get("rps") or not s.get("rps"):
+            continue
+        tr = p["rps"] / s["rps"]
+        lat = "latency_ms.p50" if name.startswith("unary") else "ttfe_ms.p50"
+        lower = (p.get(lat) or 1e9) < (s.get(lat) or 0)
+        ok = tr >= 3.0 and lower
+        out.append(f"{name}: throughput {tr:.2f}x (target >= 3x), {lat} {'lower' if lower else 'NOT lower'} "
+                   f"-> {'MET' if ok else 'NOT MET'}")
+    return out
+
+
+# ----------------------------------------------------------------------------- main
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="Compare Parley with the a2a-sdk server on the echo workload.")
+    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--duration", type=float, default=4.0, help="seconds measured per run")
+    ap.add_argument("--warmup", type=float, default=0.5, help="unrecorded seconds at the start of each run")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--latency-duration", type=float, default=2.5, help="seconds per concurrency-1 run (0: skip)")
+    ap.add_argument("--only", default=None, help="comma-separated scenario names to run")
+    ap.add_argument("--quick", action="store_true", help="1 repeat, 2 s runs: a smoke test")
+    args = ap.parse_args()
+    if args.quick:
+        args.repeats, args.duration, args.latency_duration = 1, 2.0, 1.5
+
+    scenarios = SCENARIOS
+    lat_scenarios = LATENCY_SCENARIOS if args.latency_duration > 0 else []
+    if args.only:
+        keep = set(args.only.split(","))
+        scenarios = [s for s in scenarios if s[0] in keep]
+        lat_scenarios = [s for s in lat_scenarios if s[0] in keep]
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    tmp = Path(tempfile.mkdtemp(prefix="parley-compare-"))
+    env = environment()
+    command = " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv])
+    print(f"# compare {stamp}: {env['nproc']} cores, {env['cpu_model']}, Python {env['python']}", flush=True)
+
+    p_port, s_port = free_port(), free_port()
+    servers = {
+        "parley": ServerProc("parley", [sys.executable, str(HERE / "parley_server.py"), "--port", str(p_port),
+                                        "--db", str(tmp / "bench.db")], p_port, tmp / "parley.log"),
+        "sdk": ServerProc("sdk", [sys.executable, str(HERE / "sdk_echo_server.py"), "--port", str(s_port)],
+                          s_port, tmp / "sdk.log"),
+    }
+
+    runs: list[dict[str, Any]] = []
+    t_start = time.time()
+    try:
+        for srv in servers.values():
+            srv.start()
+        # Warm-up: every code path once under load, not recorded.
+        for name in SERVERS:
+            for sc, proto in (("unary", "1.0"), ("unary", "0.3"), ("stream", "1.0"), ("get", "1.0"), ("card", "0.3")):
+                loadgen(servers[name].url, sc, proto, concurrency=args.concurrency, duration=0.5, warmup=0,
+                        server_pid=None)
+        print(f"# warmed up in {time.time() - t_start:.0f} s", flush=True)
+
+        plan: list[tuple[int, str, str, str, int, float]] = []
+        for rep in range(args.repeats):
+            for i, (name, sc, proto) in enumerate(scenarios):
+                plan.append((rep, name, sc, proto, args.concurrency, args.duration))
+            for i, (name, sc, proto) in enumerate(lat_scenarios):
+                plan.append((rep, name, sc, proto, 1, args.latency_duration))
+        for k, (rep, name, sc, proto, conc, dur) in enumerate(plan):
+            order = SERVERS if (rep + k) % 2 == 0 else tuple(reversed(SERVERS))  # alternate who goes first
+            for server in order:
+                srv = servers[server]
+                res = loadgen(srv.url, sc, proto, concurrency=conc, duration=dur, warmup=args.warmup,
+                              server_pid=srv.pid)
+                res.update(server=server, name=name, repeat=rep, t=round(time.time() - t_start, 1),
+                           loadavg=os.getloadavg()[0])
+                runs.append(res)
+                if res.get("failed"):
+                    print(f"  [{rep}] {name:14s} {server:6s} FAILED: {res.get('stderr', '')[-300:]}", flush=True)
+                    continue
+                extra = f" ttfe_p50={get(res, 'ttfe_ms.p50')}ms ev/s={res.get('events_per_s')}" if sc == "stream" else ""
+                print(f"  [{rep}] {name:14s} {server:6s} rps={res['rps']:>9.1f} p50={get(res, 'latency_ms.p50')}ms "
+                      f"p99={get(res, 'latency_ms.p99')}ms err={res['errors']} srv_cpu={res.get('server_cpu_util')} "
+                      f"cli_cpu={res.get('client_cpu_util')}{extra}", flush=True)
+        rss = {name: servers[name].rss_mb() for name in SERVERS}
+    finally:
+        for srv in servers.values():
+            srv.stop()
+
+    names = [s[0] for s in scenarios] + [s[0] for s in lat_scenarios]
+    summary = {name: {server: summarise([r for r in runs if r["name"] == name and r["server"] == server])
+                      for server in SERVERS} for name in names}
+    elapsed = time.time() - t_start
+    env["loadavg_end"] = os.getloadavg()
+    md = [
+        f"Run {stamp} ({elapsed:.0f} s): concurrency {args.concurrency}, {args.duration:g} s per run "
+        f"(+{args.warmup:g} s warm-up), median of {args.repeats} repeat(s); `@c1` rows: concurrency 1, "
+        f"{args.latency_duration:g} s per run.",
+        "",
+        table(summary, names),
+        "",
+        *[f"- {line}" for line in verdict(summary)],
+        f"- server RSS at the end (MB): Parley {rss.get('parley')}, a2a-sdk {rss.get('sdk')}",
+    ]
+    report = "\n".join(md)
+    print()
+    print(report)
+    result = {
+        "stamp": stamp,
+        "command": command,
+        "config": vars(args),
+        "environment": env,
+        "servers": {name: {"cmd": servers[name].cmd, "url": servers[name].url} for name in SERVERS},
+        "elapsed_s": round(elapsed, 1),
+        "summary": summary,
+        "rss_mb": rss,
+        "runs": runs,
+    }
+    (OUT / f"compare-{stamp}.json").write_text(json.dumps(result, indent=2))
+    (OUT / f"compare-{stamp}.md").write_text(report + "\n")
+    print(f"\nraw results: {OUT / f'compare-{stamp}.json'}")
+
+
+if __name__ == "__main__":
+    main()

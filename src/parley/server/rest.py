@@ -1,0 +1,223 @@
+"""The HTTP+JSON (REST) binding of A2A 1.0, served under each agent's base URL.
+
+    POST   {base}/message:send            SendMessage
+    POST   {base}/message:stream          SendStreamingMessage (SSE, `id: <seq>`)
+    GET    {base}/tasks/{id}              GetTask (?historyLength=)
+    GET    {base}/tasks                   ListTasks (?contextId=&status=&pageSize=&pageToken=...)
+    POST   {base}/tasks/{id}:cancel       CancelTask
+    GET|POST {base}/tasks/{id}:subscribe  SubscribeToTask (SSE)
+    POST   {base}/tasks/{id}/pushNotificationConfigs            Create
+    GET    {base}/tasks/{id}/pushNotificationConfigs            List
+    GET    {base}/tasks/{id}/pushNotificationConfigs/{configId} Get
+    DELETE {base}/tasks/{id}/pushNotificationConfigs/{configId} Delete
+    GET    {base}/extendedAgentCard       GetExtendedAgentCard
+
+Errors are `google.rpc.Status` bodies with an `ErrorInfo` reason and the
+HTTP status of A2A 1.0 section 5.4. The route table is plain data so that
+matching a path is independent of Starlette.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from parley.protocol import v1_0
+from parley.protocol.codec import dumps, loads
+from parley.protocol.errors import (
+    A2AError,
+    InternalError,
+    InvalidParamsError,
+    InvalidRequestError,
+    MethodNotFoundError,
+    VersionNotSupportedError,
+)
+from parley.protocol.jsonrpc import negotiate_version
+from parley.protocol.operations import Operation
+from parley.server.http import KEEPALIVE_FRAME, SSE_HEADERS, last_event_id, read_body, requested_extensions, sse_frame
+from parley.server.service import A2AService, CallContext
+from parley.tasks.log import Entry
+
+log = logging.getLogger("parley.rest")
+
+A2A_JSON = "application/a2a+json"
+JSON = "application/json"
+ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+ERROR_DOMAIN = "a2a-protocol.org"
+
+_ID = r"(?P<id>[^/:]+)"
+_TASK = r"(?P<taskId>[^/:]+)"
+
+ROUTES: list[tuple[re.Pattern[str], dict[str, Operation]]] = [
+    (re.compile(r"message:send"), {"POST": Operation.SEND}),
+    (re.compile(r"message:stream"), {"POST": Operation.STREAM}),
+    (re.compile(r"tasks"), {"GET": Operation.LIST}),
+    (re.compile(rf"tasks/{_ID}"), {"GET": Operation.GET}),
+    (re.compile(rf"tasks/{_ID}:cancel"), {"POST": Operation.CANCEL}),
+    (re.compile(rf"tasks/{_ID}:subscribe"), {"GET": Operation.SUBSCRIBE, "POST": Operation.SUBSCRIBE}),
+    (re.compile(rf"tasks/{_TASK}/pushNotificationConfigs"), {"POST": Operation.PUSH_SET, "GET": Operation.PUSH_LIST}),
+    (
+        re.compile(rf"tasks/{_TASK}/pushNotificationConfigs/{_ID}"),
+        {"GET": Operation.PUSH_GET, "DELETE": Operation.PUSH_DELETE},
+    ),
+    (re.compile(r"extendedAgentCard"), {"GET": Operation.EXTENDED_CARD}),
+]
+
+# Query parameters whose values are not strings.
+_INT_PARAMS = {"historyLength", "pageSize"}
+_BOOL_PARAMS = {"includeArtifacts", "returnImmediately"}
+
+
+@dataclass(slots=True)
+class RestMatch:
+    """A matched REST route: the operation and the path parameters."""
+
+    op: Operation
+    params: dict[str, str]
+
+
+class MethodNotAllowed(A2AError):
+    """A known path with the wrong HTTP verb (HTTP 405)."""
+
+    code = -32601
+    default_message = "Method not allowed"
+    http_status = 405
+    reason = "METHOD_NOT_ALLOWED"
+    grpc_status = "UNIMPLEMENTED"
+
+    def __init__(self, message: str, allowed: list[str]) -> None:
+        super().__init__(message)
+        self.allowed = allowed
+
+
+def match(method: str, path: str) -> RestMatch:
+    """Find the operation for `method` on `path` (relative to the agent's base URL)."""
+    path = path.strip("/")
+    for pattern, verbs in ROUTES:
+        found = pattern.fullmatch(path)
+        if found is None:
+            continue
+        op = verbs.get(method)
+        if op is None:
+            allowed = sorted(verbs)
+            raise MethodNotAllowed(f"{method} is not allowed on /{path}; use {', '.join(allowed)}", allowed)
+        return RestMatch(op, {k: v for k, v in found.groupdict().items() if v is not None})
+    raise MethodNotFoundError(f"No A2A operation at /{path}")
+
+
+def query_params(request: Request) -> dict[str, Any]:
+    """Query parameters with the types the 1.0 request messages expect."""
+    out: dict[str, Any] = {}
+    for key, value in request.query_params.items():
+        if key == "A2A-Version":
+            continue
+        if key in _INT_PARAMS:
+            try:
+                out[key] = int(value)
+            except ValueError:
+                raise InvalidParamsError(f"Invalid params: query parameter `{key}` must be an integer") from None
+        elif key in _BOOL_PARAMS:
+            if value not in ("true", "false"):
+                raise InvalidParamsError(f"Invalid params: query parameter `{key}` must be true or false")
+            out[key] = value == "true"
+        else:
+            out[key] = value
+    return out
+
+
+def status_body(error: A2AError) -> bytes:
+    """A google.rpc.Status error body with an ErrorInfo detail."""
+    return dumps(
+        {
+            "error": {
+                "code": error.http_status,
+                "status": error.grpc_status,
+                "message": error.message,
+                "details": [{"@type": ERROR_INFO, "reason": error.reason, "domain": ERROR_DOMAIN, "metadata": {}}],
+            }
+        }
+    )
+
+
+class RestEndpoint:
+    """Serves the A2A 1.0 HTTP+JSON binding for every hosted agent."""
+
+    def __init__(self, service: A2AService, max_body_bytes: int) -> None:
+        self.service = service
+        self.max_body_bytes = max_body_bytes
+
+    async def handle(self, request: Request, agent_id: str, owner: str, path: str) -> Response:
+        """Route, decode, dispatch and encode one REST request."""
+        media = _media_type(request)
+        try:
+            found = match(request.method, path)
+            if negotiate_version(_version(request)) != "1.0":
+                raise VersionNotSupportedError(
+                    f"{request.method} /{path.strip('/')} is an A2A 1.0 HTTP+JSON operation but the request asks "
+                    "for 0.3 (no A2A-Version header); send the header `A2A-Version: 1.0`"
+                )
+            params = await self._params(request, found)
+            req = v1_0.decode(found.op, params)
+            ctx = CallContext(agent_id=agent_id, owner=owner, version="1.0", extensions=requested_extensions(request))
+            if found.op.streams:
+                if found.op is Operation.SUBSCRIBE:
+                    ctx.last_event_id = last_event_id(request)
+                events = await self.service.stream(ctx, found.op, req)
+                return StreamingResponse(self._sse(events), media_type="text/event-stream", headers=SSE_HEADERS)
+            result = await self.service.call(ctx, found.op, req)
+            if found.op is Operation.PUSH_DELETE:
+                return Response(b"{}", media_type=media)
+            encoded = v1_0.encode_result(found.op, result)
+            return Response(dumps(encoded), media_type=media)
+        except MethodNotAllowed as exc:
+            return Response(status_body(exc), status_code=405, media_type=media, headers={"Allow": ", ".join(exc.allowed)})
+        except A2AError as exc:
+            return Response(status_body(exc), status_code=exc.http_status, media_type=media)
+        except Exception:
+            log.exception("unexpected error handling a REST request")
+            err = InternalError()
+            return Response(status_body(err), status_code=500, media_type=media)
+
+    async def _params(self, request: Request, found: RestMatch) -> dict[str, Any]:
+        params: dict[str, Any] = query_params(request)
+        if request.method in ("POST", "PUT", "PATCH"):
+            body = await read_body(request, self.max_body_bytes)
+            if body.strip():
+                data = loads(body)
+                if not isinstance(data, dict):
+                    raise InvalidRequestError("Invalid request: the body must be a JSON object")
+                params.update(data)
+        for key, value in found.params.items():
+            if key in params and params[key] != value:
+                raise InvalidParamsError(f"Invalid params: `{key}` in the body does not match the URL ({value!r})")
+            params[key] = value
+        return params
+
+    async def _sse(self, events: AsyncIterator[Entry | None]) -> AsyncIterator[bytes]:
+        try:
+            async for entry in events:
+                if entry is None:
+                    yield KEEPALIVE_FRAME
+                    continue
+                yield sse_frame(dumps(v1_0.encode_event(entry.event)), entry.seq)
+        except A2AError as exc:
+            yield sse_frame(status_body(exc), event="error")
+        except Exception:
+            log.exception("REST stream failed")
+            yield sse_frame(status_body(InternalError()), event="error")
+
+
+def _version(request: Request) -> str | None:
+    return request.headers.get("a2a-version") or request.query_params.get("A2A-Version")
+
+
+def _media_type(request: Request) -> str:
+    accept = request.headers.get("accept", "")
+    ctype = request.headers.get("content-type", "")
+    return A2A_JSON if A2A_JSON in accept or ctype.startswith(A2A_JSON) else JSON
