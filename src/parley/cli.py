@@ -33,6 +33,19 @@ T = TypeVar("T")
 
 VersionOpt = typer.Option(None, "--version", "-V", help="Protocol version to use: 1.0 or 0.3 (default: the card's first).")
 JsonOpt = typer.Option(False, "--json", help="Print raw JSON (A2A 1.0 shape) instead of formatted output.")
+BindingOpt = typer.Option(None, "--binding", "-b", help="Binding to use: jsonrpc, rest or grpc (default: the card's first).")
+BINDINGS = {"jsonrpc": "JSONRPC", "rest": "HTTP+JSON", "grpc": "GRPC"}
+
+
+async def connect(url: str, version: str | None = None, binding: str | None = None) -> A2AClient:
+    """Connect to an agent, honouring --version and --binding."""
+    bindings = None
+    if binding:
+        key = binding.lower()
+        if key not in BINDINGS:
+            raise ClientError(f"unknown binding {binding!r}; use jsonrpc, rest or grpc")
+        bindings = [BINDINGS[key]]
+    return await A2AClient.connect(url, version=version, bindings=bindings)
 
 
 def fail(message: str) -> None:
@@ -197,10 +210,11 @@ async def send(
     context_id: Optional[str] = typer.Option(None, "--context-id", help="Continue this context."),
     no_wait: bool = typer.Option(False, "--no-wait", help="Return as soon as the task is created."),
     version: Optional[str] = VersionOpt,
+    binding: Optional[str] = BindingOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Send a message to an agent."""
-    async with await A2AClient.connect(url, version=version) as client:
+    async with await connect(url, version, binding) as client:
         if stream:
             printer = StreamPrinter()
             async for ev in client.stream(text, task_id=task_id, context_id=context_id):
@@ -217,9 +231,10 @@ async def send(
 
 @app.command()
 @run
-async def chat(url: str = typer.Argument(..., help="Agent URL."), version: Optional[str] = VersionOpt) -> None:
+async def chat(url: str = typer.Argument(..., help="Agent URL."), version: Optional[str] = VersionOpt,
+               binding: Optional[str] = BindingOpt) -> None:
     """Talk to an agent interactively; answers its follow-up questions (input-required)."""
-    async with await A2AClient.connect(url, version=version) as client:
+    async with await connect(url, version, binding) as client:
         assert client.card is not None
         out.print(f"[bold]{client.card.name}[/] — type a message, empty line or Ctrl-D to quit.", highlight=False)
         task_id: str | None = None
@@ -265,9 +280,10 @@ async def agents(url: str = typer.Argument(..., help="Parley server base URL."),
 @tasks_app.command("get")
 @run
 async def tasks_get(url: str, task_id: str, history_length: Optional[int] = typer.Option(None, "--history-length"),
-                    version: Optional[str] = VersionOpt, as_json: bool = JsonOpt) -> None:
+                    version: Optional[str] = VersionOpt, binding: Optional[str] = BindingOpt,
+                    as_json: bool = JsonOpt) -> None:
     """Show one task."""
-    async with await A2AClient.connect(url, version=version) as client:
+    async with await connect(url, version, binding) as client:
         task = await client.get(task_id, history_length=history_length)
         print_json(task) if as_json else print_task(task)
 
@@ -281,6 +297,7 @@ async def tasks_list(
     page_size: Optional[int] = typer.Option(None, "--page-size"),
     page_token: Optional[str] = typer.Option(None, "--page-token"),
     version: Optional[str] = VersionOpt,
+    binding: Optional[str] = BindingOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """List tasks, newest first."""
@@ -290,7 +307,7 @@ async def tasks_list(
             st = m.TaskState("TASK_STATE_" + state.upper().replace("-", "_"))
         except ValueError:
             raise ClientError(f"unknown state {state!r}") from None
-    async with await A2AClient.connect(url, version=version) as client:
+    async with await connect(url, version, binding) as client:
         page = await client.list(context_id=context_id, state=st, page_size=page_size, page_token=page_token)
         if as_json:
             print_json(page)
@@ -306,9 +323,10 @@ async def tasks_list(
 
 @tasks_app.command("cancel")
 @run
-async def tasks_cancel(url: str, task_id: str, version: Optional[str] = VersionOpt, as_json: bool = JsonOpt) -> None:
+async def tasks_cancel(url: str, task_id: str, version: Optional[str] = VersionOpt, binding: Optional[str] = BindingOpt,
+                    as_json: bool = JsonOpt) -> None:
     """Cancel a task."""
-    async with await A2AClient.connect(url, version=version) as client:
+    async with await connect(url, version, binding) as client:
         task = await client.cancel(task_id)
         print_json(task) if as_json else print_task(task)
 
@@ -317,9 +335,10 @@ async def tasks_cancel(url: str, task_id: str, version: Optional[str] = VersionO
 @run
 async def tasks_watch(url: str, task_id: str,
                       last_event_id: Optional[str] = typer.Option(None, "--last-event-id", help="Replay after this id."),
-                      version: Optional[str] = VersionOpt, as_json: bool = JsonOpt) -> None:
+                      version: Optional[str] = VersionOpt, binding: Optional[str] = BindingOpt,
+                    as_json: bool = JsonOpt) -> None:
     """Follow a task's events live (resubscribe)."""
-    async with await A2AClient.connect(url, version=version) as client:
+    async with await connect(url, version, binding) as client:
         printer = StreamPrinter()
         async for ev in client.resubscribe(task_id, last_event_id=last_event_id):
             print_json(ev) if as_json else printer(ev)

@@ -131,6 +131,13 @@ class Slow(Base):
                     beats += 1
             await updater.add_artifact([text_part("released")], artifact_id="result", name="result")
             await updater.complete()
+        except asyncio.CancelledError:
+            # SDK 0.3.26 hands cancel() a *tap* of the task's queue, so the canceled status
+            # written there never reaches this request's own queue, and a message/stream
+            # opened by this request would stay open forever (observed). Publish it here too.
+            with contextlib.suppress(Exception):
+                await updater.cancel()
+            raise
         finally:
             _releases.pop(context.task_id, None)
 

@@ -31,6 +31,8 @@ from parley.tasks.store import TaskStore
 V1 = "1.0"
 WAIT = 10.0  # upper bound for waiting on an observable event; never a pacing delay
 TIMEOUT = httpx.Timeout(15.0)
+# One pooled client for the whole suite: building an httpx.Client per request costs more than the request.
+http = httpx.Client(timeout=TIMEOUT)
 
 TERMINAL_03 = {"completed", "failed", "canceled", "rejected"}
 TERMINAL_10 = {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"}
@@ -241,7 +243,7 @@ def post(url: str, body: Any, *, version: str | None = None, raw: bytes | None =
          headers: dict[str, str] | None = None) -> httpx.Response:
     h = {"Content-Type": "application/json", **headers_for(version), **(headers or {})}
     content = raw if raw is not None else json.dumps(body).encode()
-    return httpx.post(url, content=content, headers=h, timeout=TIMEOUT)
+    return http.post(url, content=content, headers=h)
 
 
 def call(url: str, method: str, params: Any = None, *, version: str | None = None,
@@ -458,14 +460,13 @@ def stream(url: str, method: str, params: Any, *, version: str | None = None, ri
     """POST a streaming JSON-RPC request and read its SSE answer."""
     body = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
     h = {"Content-Type": "application/json", "Accept": "text/event-stream", **headers_for(version), **(headers or {})}
-    with httpx.Client(timeout=TIMEOUT) as client:
-        with client.stream("POST", url, content=json.dumps(body).encode(), headers=h) as r:
-            assert r.status_code == 200, r.status_code
-            ctype = r.headers["content-type"]
-            if not ctype.startswith("text/event-stream"):
-                r.read()
-                raise AssertionError(f"expected an SSE stream, got {ctype}: {r.text}")
-            yield SSE(r)
+    with http.stream("POST", url, content=json.dumps(body).encode(), headers=h) as r:
+        assert r.status_code == 200, r.status_code
+        ctype = r.headers["content-type"]
+        if not ctype.startswith("text/event-stream"):
+            r.read()
+            raise AssertionError(f"expected an SSE stream, got {ctype}: {r.text}")
+        yield SSE(r)
 
 
 def status_text(d: Dialect, frame: Frame) -> str:

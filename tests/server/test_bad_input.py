@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 import pytest
-from srvkit import D03, D10, Lab, lab_app, live, post, uid
+from srvkit import D03, D10, Lab, http, lab_app, live, post, uid
 
 from parley.app import Settings
 
@@ -312,7 +312,7 @@ def test_oversized_body_is_413(small_server):
         for i in range(0, len(data), 100):
             yield data[i : i + 100]
 
-    r = httpx.post(small_server.url, content=chunks(), headers={"Content-Type": "application/json"}, timeout=15)
+    r = http.post(small_server.url, content=chunks(), headers={"Content-Type": "application/json"})
     assert r.status_code == 413
     assert r.json()["error"]["code"] == -32600
     # nothing was created, and the server still serves

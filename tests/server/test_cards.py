@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from srvkit import http
 
 LEGACY_FIELDS = {"url", "preferredTransport", "protocolVersion", "additionalInterfaces",
                  "supportsAuthenticatedExtendedCard"}
@@ -12,7 +13,7 @@ REQUIRED_V1 = {"name", "description", "supportedInterfaces", "version", "capabil
 
 
 def _get(url: str, **headers: str) -> httpx.Response:
-    return httpx.get(url, headers=headers, timeout=15)
+    return http.get(url, headers=headers)
 
 
 @pytest.fixture(scope="module")

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import httpx
 import pytest
-from srvkit import D03, DIALECTS, Dialect, post, uid
+from srvkit import D03, DIALECTS, Dialect, http, post, uid
 
 
 @pytest.mark.parametrize("d", DIALECTS, ids=["v0.3", "v1.0"])
@@ -41,7 +40,7 @@ def test_unknown_agent_path_is_404(lab_server):
     assert err["jsonrpc"] == "2.0" and isinstance(err["error"]["code"], int)
     r = post(lab_server.agent("nobody"), {**body, "method": "SendMessage"}, version="1.0")
     assert r.status_code == 404
-    assert httpx.get(lab_server.url + "/a2a/nobody/.well-known/agent-card.json").status_code == 404
+    assert http.get(lab_server.url + "/a2a/nobody/.well-known/agent-card.json").status_code == 404
     # the server still serves
     assert D03.send(lab_server.url, "still here")["status"]["state"] == "completed"
 

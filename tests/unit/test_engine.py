@@ -1,0 +1,676 @@
+"""TaskEngine with the in-memory store and small agents (no HTTP)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from parley.agents.base import Agent, AgentOutput, ArtifactChunk, FunctionAgent, RunContext, Status
+from parley.protocol import models as m
+from parley.protocol.errors import (
+    InvalidParamsError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+from parley.tasks.engine import RESTART_MESSAGE, Submission, TaskEngine
+from parley.tasks.log import Entry, apply, now_iso
+from parley.tasks.memory_store import MemoryTaskStore
+from parley.tasks.store import TaskRecord
+
+S = m.TaskState
+OWNER = "alice"
+
+
+def request(text: str = "hello", mid: str | None = None, *, task_id: str | None = None,
+            context_id: str | None = None, role: m.Role = m.Role.USER) -> m.SendMessageRequest:
+    request.counter += 1  # type: ignore[attr-defined]
+    return m.SendMessageRequest(message=m.Message(
+        message_id=mid or f"msg-{request.counter}",  # type: ignore[attr-defined]
+        role=role, parts=[m.Part(text=text)], task_id=task_id, context_id=context_id,
+    ))
+
+
+request.counter = 0  # type: ignore[attr-defined]
+
+
+def make_engine(*fns: Callable[[RunContext], AsyncIterator[AgentOutput]], store: MemoryTaskStore | None = None,
+                **kw: Any) -> TaskEngine:
+    agents: dict[str, Agent] = {fn.__name__: FunctionAgent(fn, id=fn.__name__) for fn in fns}
+    return TaskEngine(store or MemoryTaskStore(), agents, **kw)
+
+
+async def finish(engine: TaskEngine, sub: Submission) -> m.Task:
+    """Wait until the task settles and its run has ended; return the stored snapshot."""
+    await engine.wait_settled(sub)
+    if sub.run is not None and sub.run.aio is not None:
+        await sub.run.aio
+    rec = await engine.store.get(sub.record.task.id)
+    assert rec is not None
+    return rec.task
+
+
+async def log_of(engine: TaskEngine, task_id: str) -> list[Entry]:
+    return await engine.store.events_after(task_id, 0)
+
+
+def describe(entry: Entry) -> tuple:
+    ev = entry.event
+    if isinstance(ev, m.Task):
+        return ("task", ev.status.state)
+    if isinstance(ev, m.Message):
+        return ("message", ev.text())
+    if isinstance(ev, m.TaskStatusUpdateEvent):
+        return ("status", ev.status.state)
+    return ("artifact", "".join(p.text or "" for p in ev.artifact.parts), ev.append, ev.last_chunk)
+
+
+async def assert_log_consistent(engine: TaskEngine, task_id: str) -> None:
+    """The log is 1..n without gaps and folding it gives the stored snapshot."""
+    log = await log_of(engine, task_id)
+    assert [e.seq for e in log] == list(range(1, len(log) + 1))
+    snap = None
+    for e in log:
+        snap = apply(snap, e)
+    rec = await engine.store.get(task_id)
+    assert rec is not None and rec.seq == len(log)
+    assert snap == rec.task
+
+
+# --- agents ------------------------------------------------------------------------------------------------------
+
+
+async def words(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+    for w in ("Hello", " brave", " world"):
+        yield w
+
+
+async def asker(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+    users = [h.text() for h in ctx.history if h.role is m.Role.USER]
+    if ctx.turn == 1:
+        yield ctx.ask(f"Why {users[0]}?")
+        return
+    yield f"{users[0]} because {users[-1]}"
+
+
+async def boom(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+    yield "partial"
+    raise RuntimeError("the model went away")
+
+
+async def weird(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+    yield 42  # type: ignore[misc]
+
+
+# --- lifecycle -------------------------------------------------------------------------------------------------
+
+
+async def test_new_task_lifecycle_entries_in_order() -> None:
+    engine = make_engine(words)
+    sub = await engine.submit("words", OWNER, request("hi"))
+    assert not sub.duplicate
+    assert sub.first.seq == 1 and isinstance(sub.first.event, m.Task)
+    assert sub.first.event.status.state is S.SUBMITTED
+    task = await finish(engine, sub)
+    assert task.status.state is S.COMPLETED
+    log = await log_of(engine, task.id)
+    assert [describe(e) for e in log] == [
+        ("task", S.SUBMITTED),
+        ("status", S.WORKING),
+        ("artifact", "Hello", False, False),
+        ("artifact", " brave", True, False),
+        ("artifact", " world", True, True),
+        ("status", S.COMPLETED),
+    ]
+    ids = {e.event.artifact.artifact_id for e in log if isinstance(e.event, m.TaskArtifactUpdateEvent)}
+    assert len(ids) == 1
+    assert task.artifacts is not None and task.artifacts[0].parts == [m.Part(text="Hello brave world")]
+    assert task.artifacts[0].name == "response"
+    assert [h.text() for h in task.history or []] == ["hi"]
+    assert task.history[0].task_id == task.id and task.history[0].context_id == task.context_id  # type: ignore[index]
+    for e in log[1:]:
+        assert e.event.task_id == task.id and e.event.context_id == task.context_id  # type: ignore[union-attr]
+    await assert_log_consistent(engine, task.id)
+    assert task.id not in engine.runs
+
+
+async def test_client_context_id_is_kept() -> None:
+    engine = make_engine(words)
+    task = await finish(engine, await engine.submit("words", OWNER, request(context_id="my-ctx")))
+    assert task.context_id == "my-ctx"
+
+
+async def test_only_the_last_text_chunk_is_marked_last() -> None:
+    async def chunks(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        for c in "abcde":
+            yield c
+
+    engine = make_engine(chunks)
+    task = await finish(engine, await engine.submit("chunks", OWNER, request()))
+    arts = [e.event for e in await log_of(engine, task.id) if isinstance(e.event, m.TaskArtifactUpdateEvent)]
+    assert [a.artifact.parts[0].text for a in arts] == list("abcde")
+    assert [a.last_chunk for a in arts] == [False, False, False, False, True]
+    assert [a.append for a in arts] == [False, True, True, True, True]
+    assert task.artifacts[0].parts == [m.Part(text="abcde")]  # type: ignore[index]
+
+
+async def test_single_text_chunk_is_last() -> None:
+    async def one(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        yield "only"
+
+    engine = make_engine(one)
+    task = await finish(engine, await engine.submit("one", OWNER, request()))
+    arts = [describe(e) for e in await log_of(engine, task.id) if e.kind == "artifact"]
+    assert arts == [("artifact", "only", False, True)]
+
+
+async def test_text_is_flushed_as_last_before_a_status_and_a_new_text_artifact_starts_after() -> None:
+    async def mixed(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        yield "a"
+        yield "b"
+        yield ctx.say("halfway")
+        yield "c"
+        yield m.Artifact(artifact_id="file", parts=[m.Part(data={"k": 1})])
+        yield ArtifactChunk(m.Artifact(artifact_id="log", parts=[m.Part(text="x")]), last_chunk=False)
+        yield ArtifactChunk(m.Artifact(artifact_id="log", parts=[m.Part(text="y")]), append=True)
+
+    engine = make_engine(mixed)
+    task = await finish(engine, await engine.submit("mixed", OWNER, request()))
+    log = await log_of(engine, task.id)
+    assert [describe(e) for e in log] == [
+        ("task", S.SUBMITTED),
+        ("status", S.WORKING),
+        ("artifact", "a", False, False),
+        ("artifact", "b", True, True),
+        ("status", S.WORKING),
+        ("artifact", "c", False, True),
+        ("artifact", "", False, True),
+        ("artifact", "x", False, False),
+        ("artifact", "y", True, True),
+        ("status", S.COMPLETED),
+    ]
+    first_text = log[2].event.artifact.artifact_id  # type: ignore[union-attr]
+    second_text = log[5].event.artifact.artifact_id  # type: ignore[union-attr]
+    assert first_text != second_text
+    assert [(a.artifact_id == first_text, a.parts) for a in task.artifacts or []][0] == (True, [m.Part(text="ab")])
+    assert [h.text() for h in task.history or []] == ["hello", "halfway"]
+    await assert_log_consistent(engine, task.id)
+
+
+async def test_agent_message_becomes_a_working_status() -> None:
+    async def talker(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        yield m.Message(message_id="x", role=m.Role.AGENT, parts=[m.Part(text="note")])
+
+    engine = make_engine(talker)
+    task = await finish(engine, await engine.submit("talker", OWNER, request()))
+    statuses = [e.event.status for e in await log_of(engine, task.id) if e.kind == "status"]
+    assert [s.state for s in statuses] == [S.WORKING, S.WORKING, S.COMPLETED]
+    assert statuses[1].message is not None and statuses[1].message.text() == "note"
+    assert statuses[1].message.role is m.Role.AGENT
+
+
+async def test_internal_events_go_to_observers_not_the_log() -> None:
+    async def observed(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        yield ctx.internal("llm-call", tokens=3)
+        yield "done"
+
+    seen: list[tuple[str, str, dict]] = []
+    engine = make_engine(observed, observers=[lambda tid, ev: seen.append((tid, ev.kind, ev.data))])
+    task = await finish(engine, await engine.submit("observed", OWNER, request()))
+    assert seen == [(task.id, "internal:llm-call", {"tokens": 3})]
+    assert [e.kind for e in await log_of(engine, task.id)] == ["task", "status", "artifact", "status"]
+
+
+async def test_agent_can_reject_or_fail_explicitly() -> None:
+    async def picky(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        yield ctx.reject("not my job") if ctx.text == "reject" else ctx.fail("cannot")
+
+    engine = make_engine(picky)
+    task = await finish(engine, await engine.submit("picky", OWNER, request("reject")))
+    assert task.status.state is S.REJECTED and task.status.message.text() == "not my job"  # type: ignore[union-attr]
+    task = await finish(engine, await engine.submit("picky", OWNER, request("other")))
+    assert task.status.state is S.FAILED and task.status.message.text() == "cannot"  # type: ignore[union-attr]
+
+
+# --- failures ----------------------------------------------------------------------------------------------------
+
+
+async def test_agent_exception_fails_the_task_without_a_traceback() -> None:
+    engine = make_engine(boom)
+    task = await finish(engine, await engine.submit("boom", OWNER, request()))
+    assert task.status.state is S.FAILED
+    text = task.status.message.text()  # type: ignore[union-attr]
+    assert "the model went away" in text and "RuntimeError" in text
+    assert "Traceback" not in text and "File \"" not in text and "\n" not in text
+    # The text produced before the failure is kept, marked as the last chunk.
+    arts = [describe(e) for e in await log_of(engine, task.id) if e.kind == "artifact"]
+    assert arts == [("artifact", "partial", False, True)]
+    await assert_log_consistent(engine, task.id)
+
+
+async def test_agent_yielding_an_invalid_thing_fails_the_task() -> None:
+    engine = make_engine(weird)
+    task = await finish(engine, await engine.submit("weird", OWNER, request()))
+    assert task.status.state is S.FAILED
+    assert task.status.message.text().startswith("Invalid agent response")  # type: ignore[union-attr]
+    await assert_log_consistent(engine, task.id)
+
+
+async def test_agent_invalid_transition_fails_the_task() -> None:
+    async def backwards(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        yield Status(S.SUBMITTED)
+
+    engine = make_engine(backwards)
+    task = await finish(engine, await engine.submit("backwards", OWNER, request()))
+    assert task.status.state is S.FAILED
+    assert task.status.message.text().startswith("Invalid agent response")  # type: ignore[union-attr]
+    await assert_log_consistent(engine, task.id)
+
+
+async def test_invalid_transition_after_pending_text_keeps_log_and_snapshot_consistent() -> None:
+    """Held-back text is flushed together with the agent's bad status; the batch must not half-apply."""
+
+    async def text_then_backwards(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        yield "some text"
+        yield Status(S.SUBMITTED)
+
+    engine = make_engine(text_then_backwards)
+    task = await finish(engine, await engine.submit("text_then_backwards", OWNER, request()))
+    assert task.status.state is S.FAILED
+    assert task.status.message.text().startswith("Invalid agent response")  # type: ignore[union-attr]
+    await assert_log_consistent(engine, task.id)
+
+
+async def test_non_user_message_is_rejected() -> None:
+    engine = make_engine(words)
+    with pytest.raises(InvalidParamsError):
+        await engine.submit("words", OWNER, request(role=m.Role.AGENT))
+    assert engine.runs == {}
+
+
+# --- cancel ------------------------------------------------------------------------------------------------------
+
+
+async def test_cancel_really_cancels_the_agent() -> None:
+    started = asyncio.Event()
+    record: list[str] = []
+
+    async def sleeper(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        yield "thinking"
+        started.set()
+        try:
+            await asyncio.Event().wait()  # never set
+        except asyncio.CancelledError:
+            record.append("cancelled")
+            raise
+        record.append("resumed")  # pragma: no cover - must not happen
+        yield "too late"
+
+    engine = make_engine(sleeper)
+    sub = await engine.submit("sleeper", OWNER, request())
+    await started.wait()
+    task = await engine.cancel("sleeper", OWNER, m.CancelTaskRequest(id=sub.record.task.id, metadata={"why": "x"}))
+    assert task.status.state is S.CANCELED
+    assert record == ["cancelled"]
+    assert sub.run is not None and sub.run.aio is not None and sub.run.aio.done()
+    assert task.id not in engine.runs
+    log = await log_of(engine, task.id)
+    assert describe(log[-1]) == ("status", S.CANCELED)
+    assert log[-1].event.metadata == {"why": "x"}  # type: ignore[union-attr]
+    # The held-back text chunk is dropped, never written after the cancel.
+    assert all(e.kind != "artifact" for e in log)
+    assert (await engine.store.get(task.id)).task.status.state is S.CANCELED  # type: ignore[union-attr]
+    await assert_log_consistent(engine, task.id)
+
+
+async def test_cancel_before_the_agent_started() -> None:
+    ran: list[str] = []
+
+    async def never(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        ran.append("ran")
+        yield "x"
+
+    engine = make_engine(never)
+    sub = await engine.submit("never", OWNER, request())
+    task = await engine.cancel("never", OWNER, m.CancelTaskRequest(id=sub.record.task.id))
+    assert task.status.state is S.CANCELED and ran == []
+    await assert_log_consistent(engine, task.id)
+
+
+async def test_cancel_an_input_required_task() -> None:
+    engine = make_engine(asker)
+    task = await finish(engine, await engine.submit("asker", OWNER, request("x")))
+    assert task.status.state is S.INPUT_REQUIRED
+    task = await engine.cancel("asker", OWNER, m.CancelTaskRequest(id=task.id))
+    assert task.status.state is S.CANCELED
+    await assert_log_consistent(engine, task.id)
+
+
+async def test_cancel_finished_task_is_not_cancelable() -> None:
+    engine = make_engine(words)
+    task = await finish(engine, await engine.submit("words", OWNER, request()))
+    with pytest.raises(TaskNotCancelableError) as info:
+        await engine.cancel("words", OWNER, m.CancelTaskRequest(id=task.id))
+    assert info.value.code == -32002
+    canceled = make_engine(asker)
+    t2 = await finish(canceled, await canceled.submit("asker", OWNER, request()))
+    await canceled.cancel("asker", OWNER, m.CancelTaskRequest(id=t2.id))
+    with pytest.raises(TaskNotCancelableError):
+        await canceled.cancel("asker", OWNER, m.CancelTaskRequest(id=t2.id))
+
+
+async def test_cancel_unknown_or_foreign_task_is_not_found() -> None:
+    engine = make_engine(asker)
+    with pytest.raises(TaskNotFoundError):
+        await engine.cancel("asker", OWNER, m.CancelTaskRequest(id="nope"))
+    task = await finish(engine, await engine.submit("asker", OWNER, request()))
+    with pytest.raises(TaskNotFoundError):
+        await engine.cancel("asker", "bob", m.CancelTaskRequest(id=task.id))
+
+
+# --- multi-turn ----------------------------------------------------------------------------------------------------
+
+
+async def test_continue_an_input_required_task() -> None:
+    engine = make_engine(asker)
+    first = await finish(engine, await engine.submit("asker", OWNER, request("Rust")))
+    assert first.status.state is S.INPUT_REQUIRED
+    assert first.status.message.text() == "Why Rust?"  # type: ignore[union-attr]
+    sub = await engine.submit("asker", OWNER, request("it is fast", task_id=first.id))
+    assert sub.record.task.id == first.id
+    task = await finish(engine, sub)
+    assert task.status.state is S.COMPLETED
+    assert task.context_id == first.context_id
+    assert [(h.role, h.text()) for h in task.history or []] == [
+        (m.Role.USER, "Rust"), (m.Role.AGENT, "Why Rust?"), (m.Role.USER, "it is fast")]
+    assert task.artifacts[-1].parts == [m.Part(text="Rust because it is fast")]  # type: ignore[index]
+    log = await log_of(engine, task.id)
+    assert [describe(e) for e in log] == [
+        ("task", S.SUBMITTED),
+        ("status", S.WORKING),
+        ("status", S.INPUT_REQUIRED),
+        ("message", "it is fast"),
+        ("status", S.WORKING),
+        ("artifact", "Rust because it is fast", False, True),
+        ("status", S.COMPLETED),
+    ]
+    # The continuing submission starts streaming after the user's message and the new working status.
+    assert sub.first.seq == 5
+    await assert_log_consistent(engine, task.id)
+
+
+async def test_continue_right_after_the_interruption_while_the_agent_cleans_up() -> None:
+    """A client answers as soon as it sees input-required; the agent's generator is still closing."""
+    release = asyncio.Event()
+
+    async def tidy(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        try:
+            if ctx.turn == 1:
+                yield ctx.ask("why?")
+                return
+            yield "thanks"
+        finally:
+            if ctx.turn == 1:
+                await release.wait()  # e.g. closing a connection
+
+    engine = make_engine(tidy)
+    first = await engine.submit("tidy", OWNER, request("a"))
+    assert (await engine.wait_settled(first)).status.state is S.INPUT_REQUIRED
+    answer = asyncio.create_task(engine.submit("tidy", OWNER, request("b", task_id=first.record.task.id)))
+    release.set()
+    sub = await answer
+    task = await finish(engine, sub)
+    assert task.status.state is S.COMPLETED
+    await engine.shutdown()
+
+
+async def test_continue_with_a_mismatched_context_is_invalid() -> None:
+    engine = make_engine(asker)
+    first = await finish(engine, await engine.submit("asker", OWNER, request()))
+    with pytest.raises(InvalidParamsError):
+        await engine.submit("asker", OWNER, request(task_id=first.id, context_id="other"))
+    sub = await engine.submit("asker", OWNER, request(task_id=first.id, context_id=first.context_id))
+    assert (await finish(engine, sub)).status.state is S.COMPLETED
+
+
+async def test_message_to_a_terminal_task_is_unsupported() -> None:
+    engine = make_engine(words)
+    task = await finish(engine, await engine.submit("words", OWNER, request()))
+    with pytest.raises(UnsupportedOperationError) as info:
+        await engine.submit("words", OWNER, request("again", task_id=task.id))
+    assert info.value.code == -32004 and "completed" in info.value.message
+
+
+async def test_message_to_a_working_task_is_unsupported() -> None:
+    gate = asyncio.Event()
+
+    async def waiter(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        await gate.wait()
+        yield "done"
+
+    engine = make_engine(waiter)
+    sub = await engine.submit("waiter", OWNER, request())
+    with pytest.raises(UnsupportedOperationError):
+        await engine.submit("waiter", OWNER, request(task_id=sub.record.task.id))
+    gate.set()
+    await finish(engine, sub)
+
+
+async def test_message_to_an_unknown_task_is_not_found() -> None:
+    engine = make_engine(words)
+    with pytest.raises(TaskNotFoundError):
+        await engine.submit("words", OWNER, request(task_id="no-such-task"))
+
+
+async def test_another_owners_or_agents_running_task_is_not_found() -> None:
+    """A running task is invisible to other owners and other agents, like a stored one."""
+    gate = asyncio.Event()
+
+    async def waiter(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        await gate.wait()
+        yield "done"
+
+    engine = make_engine(waiter, words)
+    sub = await engine.submit("waiter", OWNER, request())
+    task_id = sub.record.task.id
+    with pytest.raises(TaskNotFoundError):
+        await engine.submit("waiter", "bob", request(task_id=task_id))
+    with pytest.raises(TaskNotFoundError):
+        await engine.submit("words", OWNER, request(task_id=task_id))
+    gate.set()
+    await finish(engine, sub)
+    with pytest.raises(TaskNotFoundError):
+        await engine.submit("waiter", "bob", request(task_id=task_id))
+
+
+# --- idempotency ------------------------------------------------------------------------------------------------------
+
+
+async def test_duplicate_message_id_returns_the_same_task() -> None:
+    runs: list[str] = []
+
+    async def counted(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        runs.append(ctx.text)
+        yield "ok"
+
+    engine = make_engine(counted)
+    first = await engine.submit("counted", OWNER, request("one", mid="same-id"))
+    again = await engine.submit("counted", OWNER, request("one", mid="same-id"))  # while running
+    assert again.duplicate and again.record.task.id == first.record.task.id
+    task = await finish(engine, first)
+    late = await engine.submit("counted", OWNER, request("one", mid="same-id"))  # after it finished
+    assert late.duplicate and late.record.task.id == task.id and late.run is None
+    assert late.record.task.status.state is S.COMPLETED
+    assert runs == ["one"]
+    # Another owner may use the same message id: a new task.
+    other = await engine.submit("counted", "bob", request("one", mid="same-id"))
+    assert not other.duplicate and other.record.task.id != task.id
+    await finish(engine, other)
+    assert runs == ["one", "one"]
+
+
+async def test_duplicate_continuation_is_not_applied_twice() -> None:
+    engine = make_engine(asker)
+    first = await finish(engine, await engine.submit("asker", OWNER, request("x")))
+    sub = await engine.submit("asker", OWNER, request("y", mid="answer", task_id=first.id))
+    task = await finish(engine, sub)
+    again = await engine.submit("asker", OWNER, request("y", mid="answer", task_id=first.id))
+    assert again.duplicate and again.record.task.id == task.id
+    assert [h.text() for h in (await engine.store.get(task.id)).task.history or []] == ["x", "Why x?", "y"]  # type: ignore[union-attr]
+
+
+# --- reads ------------------------------------------------------------------------------------------------------------
+
+
+async def test_get_and_list() -> None:
+    engine = make_engine(asker)
+    task = await finish(engine, await engine.submit("asker", OWNER, request("x")))
+    task = await finish(engine, await engine.submit("asker", OWNER, request("y", task_id=task.id)))
+    got = await engine.get("asker", OWNER, m.GetTaskRequest(id=task.id))
+    assert len(got.history or []) == 3
+    assert (await engine.get("asker", OWNER, m.GetTaskRequest(id=task.id, history_length=0))).history is None
+    assert len((await engine.get("asker", OWNER, m.GetTaskRequest(id=task.id, history_length=1))).history or []) == 1
+    with pytest.raises(InvalidParamsError):
+        await engine.get("asker", OWNER, m.GetTaskRequest(id=task.id, history_length=-1))
+    with pytest.raises(TaskNotFoundError):
+        await engine.get("asker", "bob", m.GetTaskRequest(id=task.id))
+    page = await engine.list("asker", OWNER, m.ListTasksRequest())
+    assert [t.id for t in page.tasks] == [task.id] and page.next_page_token == "" and page.total_size == 1
+    assert page.tasks[0].artifacts is None  # includeArtifacts defaults to false
+    page = await engine.list("asker", OWNER, m.ListTasksRequest(include_artifacts=True, history_length=1))
+    assert page.tasks[0].artifacts and len(page.tasks[0].history or []) == 1
+
+
+# --- recovery ----------------------------------------------------------------------------------------------------------
+
+
+async def test_recover_fails_tasks_left_running() -> None:
+    store = MemoryTaskStore()
+    for state in (S.SUBMITTED, S.WORKING, S.INPUT_REQUIRED, S.COMPLETED):
+        task = m.Task(id=f"t-{state.name}", context_id="c", status=m.TaskStatus(state=state, timestamp=now_iso()),
+                      history=[m.Message(message_id=f"m-{state.name}", role=m.Role.USER, parts=[m.Part(text="x")])])
+        rec = TaskRecord(task=task, agent_id="words", owner=OWNER, seq=1, updated_at=1.0, created_at=1.0)
+        await store.create(rec, Entry(1, m.Task(id=task.id, context_id="c", status=task.status)), f"m-{state.name}")
+    engine = make_engine(words, store=store)
+    failed = await engine.recover()
+    assert sorted(failed) == ["t-SUBMITTED", "t-WORKING"]
+    for tid in failed:
+        rec = await store.get(tid)
+        assert rec is not None and rec.task.status.state is S.FAILED
+        assert rec.task.status.message is not None and rec.task.status.message.text() == RESTART_MESSAGE
+        assert rec.seq == 2
+        assert describe((await store.events_after(tid, 0))[-1]) == ("status", S.FAILED)
+    assert (await store.get("t-INPUT_REQUIRED")).task.status.state is S.INPUT_REQUIRED  # type: ignore[union-attr]
+    assert (await store.get("t-COMPLETED")).task.status.state is S.COMPLETED  # type: ignore[union-attr]
+    assert [e.seq for e in await store.events_after("t-INPUT_REQUIRED", 0)] == [1]
+    assert await engine.recover() == []
+    # An input-required task left by the previous process can still be continued.
+    sub = await engine.submit("words", OWNER, request("go on", task_id="t-INPUT_REQUIRED"))
+    assert (await finish(engine, sub)).status.state is S.COMPLETED
+
+
+# --- follow --------------------------------------------------------------------------------------------------------------
+
+
+async def test_follow_yields_stored_then_live_entries_and_keepalive_ticks() -> None:
+    started = asyncio.Event()
+    go = asyncio.Event()
+
+    async def slow(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        yield ctx.say("starting")
+        started.set()
+        await go.wait()
+        yield "late"
+        yield " text"
+
+    engine = make_engine(slow, keepalive=0.005)
+    sub = await engine.submit("slow", OWNER, request())
+    await started.wait()  # task, working and "starting" are stored by now
+    got: list[Entry | None] = []
+    ticks = 0
+    async for item in engine.follow(sub.record.task.id, 0):
+        got.append(item)
+        if item is None:
+            ticks += 1
+            go.set()  # let the agent finish once we have seen a keep-alive tick
+    assert ticks >= 1
+    entries = [e for e in got if e is not None]
+    assert [describe(e) for e in entries] == [
+        ("task", S.SUBMITTED),
+        ("status", S.WORKING),
+        ("status", S.WORKING),
+        ("artifact", "late", False, False),
+        ("artifact", " text", True, True),
+        ("status", S.COMPLETED),
+    ]
+    assert [e.seq for e in entries] == list(range(1, 7))
+    # Ticks only happen while the agent waited, i.e. between the stored part and the live part.
+    first_tick = got.index(None)
+    assert all(e is not None for e in got[:3]) and first_tick >= 3
+    assert all(e is not None for e in got[first_tick + ticks:])
+    await finish(engine, sub)
+
+
+async def test_follow_after_a_seq_and_skips_user_messages() -> None:
+    engine = make_engine(asker)
+    first = await finish(engine, await engine.submit("asker", OWNER, request("x")))
+    sub = await engine.submit("asker", OWNER, request("y", task_id=first.id))
+    entries = [e async for e in engine.follow(first.id, 3)]
+    assert all(e is not None for e in entries)
+    assert [describe(e) for e in entries if e is not None] == [
+        ("status", S.WORKING),
+        ("artifact", "x because y", False, True),
+        ("status", S.COMPLETED),
+    ]
+    await finish(engine, sub)
+
+
+async def test_follow_ends_at_an_interruption() -> None:
+    engine = make_engine(asker, keepalive=0.005)
+    sub = await engine.submit("asker", OWNER, request("x"))
+    entries = [e async for e in engine.follow(sub.record.task.id, 0)]
+    assert [describe(e) for e in entries if e is not None] == [
+        ("task", S.SUBMITTED), ("status", S.WORKING), ("status", S.INPUT_REQUIRED)]
+    await finish(engine, sub)
+
+
+async def test_follow_a_finished_task_replays_the_log() -> None:
+    engine = make_engine(words)
+    task = await finish(engine, await engine.submit("words", OWNER, request()))
+    entries = [e async for e in engine.follow(task.id, 0)]
+    assert [e.seq for e in entries if e is not None] == [1, 2, 3, 4, 5, 6]
+    assert [e async for e in engine.follow(task.id, 6)] == []
+
+
+async def test_subscribe_start_points() -> None:
+    engine = make_engine(asker)
+    task = await finish(engine, await engine.submit("asker", OWNER, request("x")))
+    first, after = await engine.subscribe("asker", OWNER, task.id, None)
+    assert first is not None and first.event == task and after == first.seq == 3
+    assert await engine.subscribe("asker", OWNER, task.id, 1) == (None, 1)
+    with pytest.raises(TaskNotFoundError):
+        await engine.subscribe("asker", "bob", task.id, None)
+
+
+async def test_shutdown_cancels_running_agents() -> None:
+    record: list[str] = []
+    started = asyncio.Event()
+
+    async def forever(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            record.append("cancelled")
+            raise
+        yield "x"  # pragma: no cover
+
+    engine = make_engine(forever)
+    sub = await engine.submit("forever", OWNER, request())
+    await started.wait()
+    await engine.shutdown()
+    assert record == ["cancelled"] and sub.run is not None and sub.run.aio.done()  # type: ignore[union-attr]
+    assert engine.runs == {}
