@@ -1,61 +1,18 @@
-"""Shared fixtures: real Parley servers on 127.0.0.1, and service checks."""
+"""Shared fixtures: real Parley servers on 127.0.0.1 (see tests/support.py)."""
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
+import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from pathlib import Path
 
-import httpx
 import pytest
-import uvicorn
 
-from parley.app import Parley
-from parley.serve import default_app
+sys.path.insert(0, str(Path(__file__).parent))
 
+from support import LiveServer, free_port, rpc, running  # noqa: E402
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class LiveServer:
-    """A uvicorn server running a Parley app in a background thread."""
-
-    def __init__(self, app: Parley, port: int | None = None) -> None:
-        self.parley = app
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app.asgi(), host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def start(self) -> LiveServer:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the Parley test server did not start")
-            time.sleep(0.01)
-        return self
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=20)
-
-
-@contextmanager
-def running(app: Parley, port: int | None = None) -> Iterator[LiveServer]:
-    """Run `app` on 127.0.0.1 for the duration of the block."""
-    srv = LiveServer(app, port).start()
-    try:
-        yield srv
-    finally:
-        srv.stop()
+from parley.serve import default_app  # noqa: E402
 
 
 @pytest.fixture
@@ -63,7 +20,7 @@ def serve() -> Iterator[Callable[..., LiveServer]]:
     """Factory: `serve(app)` starts a live server that stops after the test."""
     started: list[LiveServer] = []
 
-    def start(app: Parley, port: int | None = None) -> LiveServer:
+    def start(app, port: int | None = None) -> LiveServer:
         srv = LiveServer(app, port).start()
         started.append(srv)
         return srv
@@ -77,19 +34,6 @@ def serve() -> Iterator[Callable[..., LiveServer]]:
 def server(serve: Callable[..., LiveServer]) -> LiveServer:
     """The default server (built-in agents, in-memory store) on 127.0.0.1."""
     return serve(default_app(None))
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-def rpc(url: str, method: str, params: dict | None = None, *, version: str | None = None, rid: int | str = 1,
-        timeout: float = 30) -> httpx.Response:
-    """POST one JSON-RPC request (sync helper for tests)."""
-    headers = {"A2A-Version": version} if version else {}
-    body = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params or {}}
-    return httpx.post(url, json=body, headers=headers, timeout=timeout)
 
 
 __all__ = ["LiveServer", "free_port", "rpc", "running"]

@@ -3,7 +3,7 @@
 import httpx
 import pytest
 
-from conftest import rpc
+from support import rpc
 from parley.app import Parley
 from parley.client import A2AClient
 from parley.protocol import models as m
@@ -80,7 +80,7 @@ async def test_client_reports_invalid_agent_response(serve):
 
     import uvicorn
 
-    from conftest import free_port
+    from support import free_port
 
     card = {"name": "bad", "description": "bad", "version": "1", "capabilities": {}, "defaultInputModes": [],
             "defaultOutputModes": [], "skills": []}

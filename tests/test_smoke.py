@@ -1,6 +1,6 @@
 """The default server answers over real HTTP in both protocol versions."""
 
-from conftest import rpc
+from support import rpc
 
 
 def test_echo_over_both_versions(server):

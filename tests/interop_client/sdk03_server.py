@@ -185,8 +185,9 @@ def main() -> None:
             if time.monotonic() > deadline or server.should_exit:
                 return
             time.sleep(0.01)
-        import a2a  # noqa: F401
         from importlib.metadata import version
+
+        import a2a  # noqa: F401
 
         print(f"READY {url} a2a-sdk={version('a2a-sdk')}", flush=True)
 

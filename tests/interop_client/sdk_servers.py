@@ -107,7 +107,7 @@ class ReleaseRegistry:
         self.events.pop(task_id, None)
 
 
-def build_sdk13_app(base_url: str):  # noqa: ANN201 - a Starlette app
+def build_sdk13_app(base_url: str):
     """A Starlette app serving the three agents with a2a-sdk 1.3 (JSON-RPC 1.0 + 0.3 compat)."""
     from a2a.helpers import new_task_from_user_message
     from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -208,7 +208,7 @@ def build_sdk13_app(base_url: str):  # noqa: ANN201 - a Starlette app
     routes.append(Route("/_control/release/{task_id}", release, methods=["POST"]))
 
     @contextlib.asynccontextmanager
-    async def lifespan(app):  # noqa: ANN001, ANN202
+    async def lifespan(app):
         yield
         for handler in handlers:
             await handler.aclose()
@@ -270,7 +270,7 @@ def _sdk03_ready() -> bool:
         return False
     checks = [SDK03_READY_CHECK, "import uvicorn"]
     for code in checks:
-        r = subprocess.run([str(SDK03_PYTHON), "-c", code], capture_output=True, timeout=120)
+        r = subprocess.run([str(SDK03_PYTHON), "-c", code], check=False, capture_output=True, timeout=120)
         if r.returncode != 0:
             return False
     return True
@@ -291,12 +291,12 @@ def ensure_sdk03_venv() -> Path:
             if _sdk03_ready():
                 return SDK03_PYTHON
             if not SDK03_PYTHON.exists():
-                r = subprocess.run(["python3", "-m", "venv", str(SDK03_VENV)], capture_output=True, text=True,
+                r = subprocess.run(["python3", "-m", "venv", str(SDK03_VENV)], check=False, capture_output=True, text=True,
                                    timeout=300)
                 if r.returncode != 0:
                     raise Sdk03Unavailable(f"python3 -m venv {SDK03_VENV} failed:\n{r.stdout}{r.stderr}")
             r = subprocess.run([str(SDK03_PYTHON), "-m", "pip", "install", "-q", *SDK03_PIP_ARGS],
-                               capture_output=True, text=True, timeout=900)
+                               check=False, capture_output=True, text=True, timeout=900)
             if r.returncode != 0 or not _sdk03_ready():
                 raise Sdk03Unavailable(
                     f"pip install {' '.join(SDK03_PIP_ARGS)} into {SDK03_VENV} failed "
@@ -342,8 +342,7 @@ def start_sdk03_server(python: Path | None = None) -> SdkServer:
 
     # Keep draining the output so the child never blocks on a full pipe.
     def drain() -> None:
-        for line in proc.stdout:
-            log.append(line)
+        log.extend(proc.stdout)
 
     threading.Thread(target=drain, name="sdk03-log", daemon=True).start()
     return SdkServer(url=url, label="a2a-sdk 0.3.26", stop_fn=lambda: _terminate(proc), log=log)
@@ -360,7 +359,7 @@ def _terminate(proc: subprocess.Popen) -> None:
 
 
 @contextlib.contextmanager
-def running(start) -> Iterator[SdkServer]:  # noqa: ANN001
+def running(start) -> Iterator[SdkServer]:
     """Run a server from one of the ``start_*`` functions for the duration of the block."""
     srv = start()
     try:

@@ -154,7 +154,9 @@ class A2AClient:
             except (httpx.TransportError, ClientError) as exc:
                 if isinstance(exc, ClientError) and "cannot reach" not in str(exc):
                     raise
-                if task_id is None or last_event_id is None or attempts >= RESUME_ATTEMPTS:
+                # Without an event id (servers that send none) the resubscription starts
+                # from the current snapshot instead of replaying the gap.
+                if task_id is None or attempts >= RESUME_ATTEMPTS:
                     raise ClientError(f"the stream from {self.transport.url} broke: {exc}") from None
                 attempts += 1
                 await asyncio.sleep(min(0.2 * 2**attempts, 5.0))
