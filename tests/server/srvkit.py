@@ -220,6 +220,14 @@ def lab_app(lab: Lab, *, store: TaskStore | None = None, settings: Settings | No
         raise ValueError(f"bad input {ctx.text}")
         yield  # pragma: no cover
 
+    @app.agent(id="stray-cancel", description="Awaits a future someone else cancelled (CancelledError escapes)")
+    async def stray_cancel(ctx: RunContext):
+        yield ctx.say("awaiting a cancelled future")
+        fut = asyncio.get_running_loop().create_future()
+        fut.cancel()
+        await fut
+        yield "unreachable"
+
     @app.agent(id="garbage", description="Yields something that is not agent output")
     async def garbage(ctx: RunContext):
         yield 42
@@ -261,14 +269,14 @@ def call(url: str, method: str, params: Any = None, *, version: str | None = Non
 
 def result(url: str, method: str, params: Any = None, *, version: str | None = None) -> Any:
     data = call(url, method, params, version=version)
-    assert "error" not in data, data
+    assert "error" not in data, str(data)[:600]
     return data["result"]
 
 
 def error(url: str, method: str, params: Any = None, *, version: str | None = None,
           headers: dict[str, str] | None = None) -> dict[str, Any]:
     data = call(url, method, params, version=version, headers=headers)
-    assert "result" not in data, data
+    assert "result" not in data, str(data)[:600]
     err = data["error"]
     assert isinstance(err["code"], int) and isinstance(err["message"], str)
     return err
@@ -383,6 +391,11 @@ D10 = Dialect(V1)
 DIALECTS = [D03, D10]
 
 
+def increasing(ids: list) -> bool:
+    """Whether SSE ids are strictly increasing integers."""
+    return all(isinstance(i, int) for i in ids) and all(a < b for a, b in itertools.pairwise(ids))
+
+
 def text_of(message: dict[str, Any] | None) -> str:
     if not message:
         return ""
@@ -403,12 +416,33 @@ class Frame:
         return self.data["result"]
 
 
+def sse_lines(response: httpx.Response) -> Iterator[str]:
+    """Lines of an SSE body, split only on CRLF, CR or LF as the SSE spec says.
+
+    (httpx's iter_lines() also splits on U+0085, U+2028 ..., which JSON may carry unescaped.)
+    """
+    buf = ""
+    for text in response.iter_text():
+        buf += text
+        while True:
+            cut = min((i for i in (buf.find("\r"), buf.find("\n")) if i >= 0), default=-1)
+            if cut < 0 or (buf[cut] == "\r" and cut == len(buf) - 1):
+                break  # no complete line yet (a trailing CR may be half of a CRLF)
+            line, rest = buf[:cut], buf[cut + 1 :]
+            if buf[cut] == "\r" and rest.startswith("\n"):
+                rest = rest[1:]
+            yield line
+            buf = rest
+    if buf:
+        yield buf.rstrip("\r")
+
+
 class SSE:
     """Reads SSE frames from an open httpx streaming response."""
 
     def __init__(self, response: httpx.Response) -> None:
         self.response = response
-        self._lines = response.iter_lines()
+        self._lines = sse_lines(response)
         self.keepalives = 0
 
     def next(self) -> Frame | None:
@@ -426,7 +460,7 @@ class SSE:
                 self.keepalives += 1
                 continue
             name, _, value = line.partition(":")
-            value = value[1:] if value.startswith(" ") else value
+            value = value.removeprefix(" ")
             if name == "id":
                 fid = int(value)
             elif name == "event":
@@ -435,6 +469,16 @@ class SSE:
                 data.append(value)
         assert not data, "the stream ended in the middle of a frame"
         return None
+
+    def keepalive(self) -> str:
+        """Read the next line, which must be an SSE comment (a keep-alive), and return it."""
+        for line in self._lines:
+            if line == "":
+                continue
+            assert line.startswith(":"), f"expected a keep-alive comment, got {line!r}"
+            self.keepalives += 1
+            return line
+        raise AssertionError("the stream closed while waiting for a keep-alive")
 
     def until(self, pred) -> list[Frame]:
         """Frames up to and including the first one matching `pred` (asserts one comes)."""

@@ -43,7 +43,7 @@ def test_cancel_an_agent_that_yields_forever(lab_server, d: Dialect):
 
 @pytest.mark.parametrize("d", DIALECTS, ids=["v0.3", "v1.0"])
 def test_stream_of_a_canceled_task_ends_with_the_canceled_status(lab_server, d: Dialect):
-    url, lab, key = lab_server.agent("slow"), lab_server.lab, uid("cxs-")
+    url, key = lab_server.agent("slow"), uid("cxs-")
     with stream(url, d.method("stream"), d.send_params(key), version=d.version) as sse:
         head = sse.until(lambda f: is_status(d, f, f"started {key}"))
         task_id = d.event_body(head[0].result)["id"]

@@ -44,3 +44,13 @@ def test_duplicate_on_a_stream_replays_instead_of_rerunning(lab_server, d: Diale
     assert d.event_kind(frames[0].result) == "task"
     assert d.event_body(frames[0].result)["id"] == first["id"]
     assert lab_server.lab.calls_of(mid) == 1
+
+
+@pytest.mark.parametrize("d", DIALECTS, ids=["v0.3", "v1.0"])
+def test_duplicate_answer_does_not_continue_twice(lab_server, d: Dialect):
+    url, mid = lab_server.agent("interviewer"), uid("ans-")
+    first = d.send(url, "question me")
+    done = d.send(url, "my answer", task_id=first["id"], context_id=first["contextId"], message_id=mid)
+    again = d.send(url, "my answer", task_id=first["id"], context_id=first["contextId"], message_id=mid)
+    assert again == done
+    assert len(again["history"]) == 3

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from srvkit import DIALECTS, Dialect, text_of, uid
+from srvkit import DIALECTS, Dialect, Lab, Live, lab_app, text_of, uid
+
+from parley.tasks.sqlite_store import SqliteTaskStore
 
 
 def _pages(d: Dialect, url: str, **params) -> list[dict]:
@@ -154,3 +156,53 @@ def test_get_task_history_length(lab_server, d: Dialect):
     assert [text_of(m) for m in d.get(url, t["id"], historyLength=1)["history"]] == ["two"]
     assert "history" not in d.get(url, t["id"], historyLength=0)
     assert d.error(url, "get", {"id": t["id"], "historyLength": -1})["code"] == -32602
+
+
+@pytest.mark.parametrize("d", DIALECTS, ids=["v0.3", "v1.0"])
+def test_status_timestamp_after(lab_server, d: Dialect):
+    url, ctx = lab_server.url, uid("ctx-")
+    first = d.send(url, "early", context_id=ctx)
+    second = d.send(url, "late", context_id=ctx)
+    cut = second["status"]["timestamp"]
+    page = d.list(url, contextId=ctx, statusTimestampAfter=cut)
+    ids = [t["id"] for t in page["tasks"]]
+    assert second["id"] in ids
+    assert all(t["status"]["timestamp"] >= cut for t in page["tasks"])
+    if first["status"]["timestamp"] < cut:
+        assert first["id"] not in ids
+    everything = d.list(url, contextId=ctx, statusTimestampAfter=first["status"]["timestamp"])
+    assert {t["id"] for t in everything["tasks"]} == {first["id"], second["id"]}
+    assert d.list(url, contextId=ctx, statusTimestampAfter="2999-01-01T00:00:00Z")["tasks"] == []
+    assert d.error(url, "list", {"statusTimestampAfter": "last tuesday"})["code"] == -32602
+
+
+@pytest.fixture
+def sqlite_server(tmp_path):
+    srv = Live(lab_app(Lab(), store=SqliteTaskStore(tmp_path / "list.db"))).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.mark.parametrize("d", DIALECTS, ids=["v0.3", "v1.0"])
+def test_sqlite_store_lists_like_the_memory_store(sqlite_server, fresh_server, d: Dialect):
+    """The same operations give the same pages on both stores (ids aside)."""
+    pages = {}
+    for name, url in (("sqlite", sqlite_server.url), ("memory", fresh_server.url)):
+        ctx = "shared-ctx"
+        ids = [d.send(url, f"task {i}", context_id=ctx if i % 2 else None)["id"] for i in range(5)]
+        got = _pages(d, url, pageSize=2, includeArtifacts=True)
+        assert [len(p["tasks"]) for p in got] == [2, 2, 1]
+        assert [t["id"] for p in got for t in p["tasks"]] == ids[::-1]
+        assert [t["id"] for t in d.list(url, contextId=ctx)["tasks"]] == [ids[3], ids[1]]
+        pages[name] = [[text_of(t["history"][0]) for t in p["tasks"]] for p in got]
+    assert pages["sqlite"] == pages["memory"]
+
+
+@pytest.mark.parametrize("d", DIALECTS, ids=["v0.3", "v1.0"])
+def test_a_task_that_moves_comes_first_again(lab_server, d: Dialect):
+    url, ctx = lab_server.agent("interviewer"), uid("ctx-")
+    a = d.send(url, "topic a", context_id=ctx)
+    b = d.send(url, "topic b", context_id=ctx)
+    assert [t["id"] for t in d.list(url, contextId=ctx)["tasks"]] == [b["id"], a["id"]]
+    d.send(url, "answer a", task_id=a["id"], context_id=ctx)
+    assert [t["id"] for t in d.list(url, contextId=ctx)["tasks"]] == [a["id"], b["id"]]

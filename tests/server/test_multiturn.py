@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from srvkit import DIALECTS, Dialect, is_status, stream, text_of, uid
+from srvkit import DIALECTS, Dialect, increasing, is_status, stream, text_of, uid
 
 
 def _ask(lab_server, d: Dialect, text: str = "I want to learn Rust", **kw) -> dict:
@@ -65,7 +65,7 @@ def test_second_turn_can_be_streamed(lab_server, d: Dialect):
     snap = d.event_body(frames[0].result)
     assert snap["id"] == first["id"] and snap["status"]["state"] == d.state("working")
     ids = [f.id for f in frames]
-    assert all(a < b for a, b in zip(ids, ids[1:]))
+    assert increasing(ids)
     assert is_status(d, frames[-1], state="completed")
 
 

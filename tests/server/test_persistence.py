@@ -69,8 +69,8 @@ def test_duplicate_message_id_after_restart_does_not_rerun(tmp_path):
     assert lab1.calls_of(mid) == 1 and lab2.calls_of(mid) == 0
 
 
-def _write_working_task(db) -> str:
-    """A task record left in `working`, as a crashed process would leave it."""
+def _write_unfinished_task(db, state: m.TaskState) -> str:
+    """A task record left `submitted` or `working`, as a crashed process would leave it."""
     store = SqliteTaskStore(db)
     task_id, ctx = uid("left-"), uid("ctx-")
     msg = m.Message(message_id=uid("m-"), role=m.Role.USER, parts=[m.Part(text="unfinished business")],
@@ -84,11 +84,13 @@ def _write_working_task(db) -> str:
     async def write() -> None:
         await store.create(rec, Entry(1, m.Task(id=task_id, context_id=ctx, status=task.status, history=[msg])),
                            msg.message_id)
-        working = m.TaskStatusUpdateEvent(task_id=task_id, context_id=ctx,
-                                          status=m.TaskStatus(state=m.TaskState.WORKING,
-                                                              timestamp="2025-01-01T00:00:01.000Z"))
-        task.status = working.status
-        await store.append(task_id, [Entry(2, working)], task, now)
+        if state is m.TaskState.WORKING:
+            working = m.TaskStatusUpdateEvent(task_id=task_id, context_id=ctx,
+                                              status=m.TaskStatus(state=m.TaskState.WORKING,
+                                                                  timestamp="2025-01-01T00:00:01.000Z"))
+            task.status = working.status
+            rec.seq = 2
+            await store.append(task_id, [Entry(2, working)], task, now)
         await store.close()
 
     asyncio.run(write())
@@ -96,9 +98,11 @@ def _write_working_task(db) -> str:
 
 
 @pytest.mark.parametrize("d", DIALECTS, ids=["v0.3", "v1.0"])
-def test_task_left_working_is_failed_on_start(tmp_path, d: Dialect):
+@pytest.mark.parametrize("state", [m.TaskState.WORKING, m.TaskState.SUBMITTED], ids=["working", "submitted"])
+def test_task_left_unfinished_is_failed_on_start(tmp_path, d: Dialect, state):
     db = tmp_path / "tasks.db"
-    task_id = _write_working_task(db)
+    task_id = _write_unfinished_task(db, state)
+    last = 2 if state is m.TaskState.WORKING else 1
     with _server(db) as srv:
         task = d.get(srv.url, task_id)
         assert task["status"]["state"] == d.state("failed")
@@ -110,9 +114,9 @@ def test_task_left_working_is_failed_on_start(tmp_path, d: Dialect):
         assert d.error(srv.url, "cancel", {"id": task_id})["code"] == -32002
         # and the failure is a logged event subscribers can replay
         with stream(srv.url, d.method("subscribe"), {"id": task_id}, version=d.version,
-                    headers={"Last-Event-ID": "2"}) as sse:
+                    headers={"Last-Event-ID": str(last)}) as sse:
             frames = sse.rest()
-        assert len(frames) == 1 and frames[0].id == 3
+        assert len(frames) == 1 and frames[0].id == last + 1
         assert d.event_body(frames[0].result)["status"]["state"] == d.state("failed")
 
 

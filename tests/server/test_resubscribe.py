@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from srvkit import D03, D10, DIALECTS, Dialect, is_status, post, stream, uid
+from srvkit import D03, D10, DIALECTS, Dialect, increasing, is_status, post, stream, uid
 
 
 def _sub(d: Dialect):
@@ -32,7 +32,7 @@ def test_last_event_id_replays_missed_events_then_follows_live(lab_server, d: Di
         lab.open(f"{key}/2")
         live = sse.rest()
     ids = [f.id for f in replay + live]
-    assert all(a < b for a, b in zip(ids, ids[1:])), ids
+    assert increasing(ids), ids
     assert is_status(d, live[-1], state="completed")
     assert any(d.event_kind(f.result) == "artifact" for f in live)
     # the replayed + live events are the whole log after last_seen: nothing lost, nothing repeated
@@ -58,7 +58,7 @@ def test_resubscribe_without_header_starts_with_snapshot_then_live(lab_server, d
         rest = sse.rest()
     frames = [first, *step2, *rest]
     ids = [f.id for f in frames]
-    assert all(a < b for a, b in zip(ids, ids[1:])), ids
+    assert increasing(ids), ids
     # nothing from before the snapshot is repeated: "step 1" is already in the snapshot
     assert not any(is_status(d, f, "step 1") for f in frames[1:])
     assert is_status(d, frames[-1], state="completed")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
-from srvkit import D03, D10, DIALECTS, Dialect, stream, text_of, uid
+from srvkit import D03, D10, DIALECTS, Dialect, post, stream, text_of, uid
 
 
 @pytest.mark.parametrize("d", DIALECTS, ids=["v0.3", "v1.0"])
@@ -87,3 +89,30 @@ def test_send_history_length_trims_the_returned_task(lab_server, d: Dialect):
     task = d.task_of(d.result(lab_server.url, "send", params))
     assert len(task["history"]) == 1
     assert task["status"]["state"] == d.state("completed")
+
+
+def test_v10_send_history_length_zero_omits_history(lab_server):
+    params = D10.send_params("no history please")
+    params["configuration"] = {"historyLength": 0}
+    task = D10.task_of(D10.result(lab_server.url, "send", params))
+    assert "history" not in task or task["history"] == []
+    assert D10.get(lab_server.url, task["id"])["history"][0]["parts"] == [{"text": "no history please"}]
+
+
+def test_v10_version_as_query_parameter(lab_server):
+    body = {"jsonrpc": "2.0", "id": 4, "method": "SendMessage", "params": D10.send_params("by query")}
+    r = post(lab_server.url + "/?A2A-Version=1.0", body)
+    assert r.status_code == 200
+    assert r.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+@pytest.mark.parametrize("d", DIALECTS, ids=["v0.3", "v1.0"])
+def test_concurrent_sends_each_get_their_own_task(lab_server, d: Dialect):
+    texts = [f"message number {i} from a busy client" for i in range(24)]
+    with ThreadPoolExecutor(8) as pool:
+        tasks = list(pool.map(lambda t: d.send(lab_server.url, t), texts))
+    assert len({t["id"] for t in tasks}) == len(texts)
+    for text, task in zip(texts, tasks, strict=True):
+        assert task["status"]["state"] == d.state("completed")
+        assert text_of(task["artifacts"][0]) == text
+        assert text_of(task["history"][0]) == text

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from srvkit import D03, D10, DIALECTS, Dialect, Frame, is_status, stream, text_of
+from srvkit import D03, D10, DIALECTS, Dialect, Frame, Lab, increasing, is_status, lab_app, live, stream, text_of, uid
+
+from parley.app import Settings
 
 TEXT = "one two three four five six seven eight"
 
@@ -18,7 +20,7 @@ def test_stream_frames_have_increasing_ids_and_start_with_the_task(lab_server, d
     frames = _stream_all(lab_server.url, d, TEXT)
     ids = [f.id for f in frames]
     assert all(isinstance(i, int) for i in ids), ids
-    assert all(a < b for a, b in zip(ids, ids[1:])), ids
+    assert increasing(ids), ids
     assert all(f.event is None for f in frames)
     for f in frames:
         assert f.data["jsonrpc"] == "2.0" and f.data["id"] == 1 and "error" not in f.data
@@ -96,3 +98,30 @@ def test_two_streams_in_a_row_have_independent_tasks(lab_server, d: Dialect):
     b = _stream_all(lab_server.url, d, "second")
     assert d.event_body(a[0].result)["id"] != d.event_body(b[0].result)["id"]
     assert [f.id for f in a] == [f.id for f in b]  # per-task sequence numbers
+
+
+@pytest.fixture(scope="module")
+def chatty_server():
+    """A server that sends SSE keep-alives after a very short idle time."""
+    lab = Lab()
+    with live(lab_app(lab, settings=Settings(keepalive_seconds=0.02))) as srv:
+        yield srv, lab
+        lab.open_all()
+
+
+@pytest.mark.parametrize("d", DIALECTS, ids=["v0.3", "v1.0"])
+def test_idle_stream_gets_keepalive_comments_and_then_the_events(chatty_server, d: Dialect):
+    srv, lab = chatty_server
+    key = uid("ka-")
+    with stream(srv.agent_url("slow"), d.method("stream"), d.send_params(key), version=d.version) as sse:
+        head = sse.until(lambda f: is_status(d, f, f"started {key}"))
+        assert sse.keepalive().startswith(":")
+        assert sse.keepalive().startswith(":")
+        lab.open(key)
+        rest = sse.rest()
+    frames = head + rest
+    ids = [f.id for f in frames]
+    assert increasing(ids)
+    assert is_status(d, frames[-1], state="completed")
+    assert "".join(text_of(d.event_body(f.result)["artifact"]) for f in rest
+                   if d.event_kind(f.result) == "artifact") == f"done {key}"

@@ -46,6 +46,7 @@ class Run:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     aio: asyncio.Task | None = None
     done: bool = False
+    cancel_requested: dict | None = None
     text_artifact: str | None = None
     text_started: bool = False
     pending_text: str | None = None
@@ -260,7 +261,21 @@ class TaskEngine:
                 if not run.settled.is_set():
                     await self._append(run, [*self._flush_text(run), self._status(task, m.TaskState.COMPLETED)])
         except asyncio.CancelledError:
-            raise
+            current = asyncio.current_task()
+            if current is not None and current.cancelling() == 0:
+                # The agent let a CancelledError of its own escape: that is a failure, not a cancel.
+                log.warning("agent %s raised CancelledError on task %s without being canceled", agent.id, task.id)
+                await self._fail(run, f"Agent {agent.id} failed: CancelledError")
+            elif run.cancel_requested is not None:
+                # Record `canceled` before followers learn the run is done, so every stream sees it.
+                async with run.lock:
+                    if not is_terminal(run.task.status.state):
+                        run.pending_text = None
+                        await self._append(
+                            run, [self._status(task, m.TaskState.CANCELED, metadata=run.cancel_requested or None)]
+                        )
+            else:
+                raise
         except InvalidTransition as exc:
             log.warning("agent %s produced an invalid transition on task %s: %s", agent.id, task.id, exc)
             await self._fail(run, f"Invalid agent response: {exc}")
@@ -424,11 +439,11 @@ class TaskEngine:
                 f"Task {req.id} is already {_state_name(run.task.status.state)} and cannot be canceled"
             )
         if run.aio is not None and not run.aio.done():
+            run.cancel_requested = dict(req.metadata or {})
             run.aio.cancel()
-            try:
-                await run.aio
-            except asyncio.CancelledError:
-                pass
+            await asyncio.wait([run.aio])
+            if run.task.status.state is m.TaskState.CANCELED:
+                return run.task
         async with run.lock:
             if is_terminal(run.task.status.state):
                 raise TaskNotCancelableError(

@@ -74,7 +74,7 @@ def decode_cursor(token: str) -> tuple[float, str]:
 
 def make_query(agent_id: str, owner: str, req: m.ListTasksRequest) -> TaskQuery:
     """Check ListTasks params and build the store query."""
-    size = DEFAULT_PAGE_SIZE if req.page_size in (None, 0) else req.page_size
+    size = DEFAULT_PAGE_SIZE if req.page_size is None else req.page_size
     if size < 1 or size > MAX_PAGE_SIZE:
         raise InvalidParamsError(f"Invalid params: `pageSize` must be between 1 and {MAX_PAGE_SIZE}, got {size}")
     if req.history_length is not None and req.history_length < 0:
