@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import uuid
 from collections.abc import AsyncIterator
@@ -23,9 +24,10 @@ from typing import Any
 import httpx
 from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
 from a2a.types import AgentCard, Message, Part, Role, StreamResponse, Task, TaskState
+from a2a.utils.constants import TransportProtocol
 
 from parley.agents.base import ArtifactChunk, RunContext
-from parley.app import Parley
+from parley.app import Parley, Settings
 from parley.protocol import models as m
 
 # Bounded waits: the longest any single step may take before a test fails.
@@ -37,7 +39,9 @@ GATE_TIMEOUT = 60.0
 ECHO_TEXT = "one two three four five six seven"
 ECHO_CHUNKS = ["one two three", " four five six", " seven"]
 
-FLAVOURS = ["1.0", "0.3-compat"]
+# a2a-sdk 1.3 client flavours: A2A 1.0 over JSON-RPC and over HTTP+JSON, and its 0.3 compat mode.
+FLAVOURS = ["1.0", "1.0-rest", "0.3-compat"]
+V1_FLAVOURS = ["1.0", "1.0-rest"]
 
 SLOW_FIRST = "first chunk"
 SLOW_SECOND = " second chunk"
@@ -85,14 +89,14 @@ class Gate:
                     self._waiters.remove(entry)
 
 
-def slow_app(gate: Gate) -> Parley:
+def slow_app(gate: Gate, settings: Settings | None = None) -> Parley:
     """A Parley app with `slow` (default) and `release` agents sharing `gate`.
 
     `slow` emits a first artifact chunk at once, waits for the gate, then emits
     the last chunk and completes. `release` opens the gate (so a client in
     another process can release `slow` over A2A) and answers "released".
     """
-    app = Parley()
+    app = Parley(settings=settings)
 
     @app.agent(id="slow", description="Emits a chunk, waits for a gate, then finishes")
     async def slow(ctx: RunContext):
@@ -116,27 +120,71 @@ def slow_app(gate: Gate) -> Parley:
     return app
 
 
+class OpenGateOnKeepalive:
+    """Serves a Parley app and opens `gate` right after an SSE keep-alive comment went out.
+
+    Passed to the `serve` fixture in place of the app (it only calls `.asgi()`),
+    so a test knows, without sleeping, that the client's stream carried a
+    keep-alive comment before the agent was released.
+    """
+
+    KEEPALIVE = b": keep-alive"
+
+    def __init__(self, app: Parley, gate: Gate) -> None:
+        self.app = app
+        self.gate = gate
+        self.keepalives = 0
+
+    def asgi(self):
+        inner = self.app.asgi()
+
+        async def watched(scope, receive, send):
+            async def watching_send(message):
+                await send(message)
+                if message["type"] == "http.response.body" and self.KEEPALIVE in message.get("body", b""):
+                    self.keepalives += 1
+                    self.gate.open()
+
+            await inner(scope, receive, watching_send)
+
+        return watched
+
+
 # --- a2a-sdk 1.3 clients --------------------------------------------------------
 
 
 @dataclass
 class Wire:
-    """What the SDK client put on the wire: one (A2A-Version header, JSON-RPC method) per POST."""
+    """What the SDK client put on the wire: (A2A-Version header, call) per request, card fetches excepted.
 
-    calls: list[tuple[str | None, str | None]] = field(default_factory=list)
+    A call is the JSON-RPC method name (`SendMessage`, `message/send`, ...) or, for
+    HTTP+JSON, `VERB /path` below the agent's URL with the task id as `{id}`
+    (`POST /tasks/{id}:cancel`).
+    """
+
+    base_path: str = ""
+    calls: list[tuple[str | None, str]] = field(default_factory=list)
 
     async def hook(self, request: httpx.Request) -> None:
-        if request.method != "POST":
+        path = request.url.path
+        if path.endswith((".well-known/agent-card.json", ".well-known/agent.json")):
             return
-        try:
-            method = json.loads(request.content).get("method")
-        except (ValueError, AttributeError):
-            method = None
-        self.calls.append((request.headers.get("a2a-version"), method))
+        self.calls.append((request.headers.get("a2a-version"), self._call(request, path)))
+
+    def _call(self, request: httpx.Request, path: str) -> str:
+        if request.method == "POST":
+            try:
+                body = json.loads(request.content or b"null")
+            except ValueError:
+                body = None
+            if isinstance(body, dict) and body.get("jsonrpc") == "2.0":
+                return str(body.get("method"))
+        rel = path.removeprefix(self.base_path)
+        return f"{request.method} {re.sub(r'/tasks/[^/:]+', '/tasks/{id}', rel)}"
 
     @property
-    def methods(self) -> list[str | None]:
-        return [method for _, method in self.calls]
+    def methods(self) -> list[str]:
+        return [call for _, call in self.calls]
 
     @property
     def versions(self) -> set[str | None]:
@@ -172,19 +220,22 @@ class SdkClient:
 async def sdk_client(agent_url: str, flavour: str, *, streaming: bool) -> AsyncIterator[SdkClient]:
     """An a2a-sdk 1.3 client for the agent whose base URL is `agent_url`.
 
-    flavour "1.0": `ClientFactory.create_from_url` (card fetched with `A2A-Version: 1.0`).
+    flavour "1.0": `ClientFactory.create_from_url` (card fetched with `A2A-Version: 1.0`),
+    JSON-RPC binding.
+    flavour "1.0-rest": the same, with the client configured for HTTP+JSON only.
     flavour "0.3-compat": the card is resolved the way a legacy client would (no
     version header, so Parley adds the 0.3 fields) and the client is built from
     it with only the 0.3 interface left, which makes the SDK use its 0.3 compat
     JSON-RPC transport.
     """
-    wire = Wire()
+    wire = Wire(base_path=httpx.URL(agent_url).path.rstrip("/"))
     http = httpx.AsyncClient(timeout=WAIT, event_hooks={"request": [wire.hook]})
     try:
-        if flavour == "1.0":
-            factory = ClientFactory(ClientConfig(streaming=streaming, httpx_client=http))
-            client = await factory.create_from_url(agent_url)
-            card = client._card  # noqa: SLF001 - the card the SDK resolved
+        if flavour in ("1.0", "1.0-rest"):
+            bindings = [TransportProtocol.HTTP_JSON] if flavour == "1.0-rest" else [TransportProtocol.JSONRPC]
+            config = ClientConfig(streaming=streaming, httpx_client=http, supported_protocol_bindings=bindings)
+            client = await ClientFactory(config).create_from_url(agent_url)
+            card = client._card
         elif flavour == "0.3-compat":
             async with httpx.AsyncClient(timeout=WAIT) as plain:
                 resolved = await A2ACardResolver(plain, agent_url).get_agent_card()

@@ -14,10 +14,11 @@ The single JSON object on stdout holds what the SDK returned (states in their 0.
 spelling, texts, ids, the order of streamed events). On an exception it holds
 `error` {type, message, code, traceback} and the exit status is 1.
 
-Scenarios: card, send, legacy_send, stream, get, multiturn, multiturn_stream,
-cancel, resubscribe, errors. `cancel` and `resubscribe` need an agent that emits
-one artifact chunk and then waits; `resubscribe` releases it by sending a message
-to the agent at --release (a path below BASE_URL).
+Scenarios: card, send, legacy_send, stream, slow_stream, get, multiturn, multiturn_stream,
+cancel, resubscribe, nonblocking_resubscribe, errors. `cancel` and the two
+resubscribe scenarios need an agent that emits one artifact chunk and then waits;
+the resubscribe scenarios release it by sending a message to the agent at
+--release (a path below BASE_URL).
 """
 
 from __future__ import annotations
@@ -155,10 +156,10 @@ class Run:
         return await A2ACardResolver(self.http, url or self.agent_url).get_agent_card()
 
     @asynccontextmanager
-    async def client(self, *, streaming: bool, url: str | None = None):
-        card = await self.card(url)
-        config = ClientConfig(streaming=streaming, httpx_client=self.http)
-        client = ClientFactory(config).create(card)
+    async def client(self, *, streaming: bool, url: str | None = None, polling: bool = False):
+        """`ClientFactory.connect`: resolves the card at URL/.well-known/agent-card.json, picks a transport."""
+        config = ClientConfig(streaming=streaming, polling=polling, httpx_client=self.http)
+        client = await bounded(ClientFactory.connect(url or self.agent_url, client_config=config))
         yield client  # shared httpx client: closed once in main()
 
 
@@ -222,6 +223,13 @@ async def scenario_stream(run: Run) -> dict[str, Any]:
     return {"events": events}
 
 
+async def scenario_slow_stream(run: Run) -> dict[str, Any]:
+    """A streaming send to the agent at --agent that takes a while (e.g. behind keep-alive comments)."""
+    async with run.client(streaming=True) as client:
+        events = await drain(client.send_message(user_message("go slowly")))
+    return {"events": events}
+
+
 async def scenario_get(run: Run) -> dict[str, Any]:
     async with run.client(streaming=False) as client:
         task, _ = (await drain(client.send_message(user_message(ECHO_TEXT)), view=raw))[0]
@@ -264,6 +272,7 @@ async def scenario_cancel(run: Run) -> dict[str, Any]:
         stream, before = await _start_slow_stream(client)
         async with aclosing(stream):
             task_id = before[0]["taskId"]
+            running = await bounded(client.get_task(TaskQueryParams(id=task_id)))
             canceled = await bounded(client.cancel_task(TaskIdParams(id=task_id)))
             after = await drain(stream)
         got = await bounded(client.get_task(TaskQueryParams(id=task_id)))
@@ -272,7 +281,8 @@ async def scenario_cancel(run: Run) -> dict[str, Any]:
             second_cancel = None
         except A2AClientJSONRPCError as exc:
             second_cancel = jsonrpc_error(exc)
-    return {"before": before, "canceled": task_view(canceled), "after": after, "got": task_view(got),
+    return {"before": before, "running": task_view(running), "canceled": task_view(canceled), "after": after,
+            "got": task_view(got),
             "secondCancel": second_cancel}
 
 
@@ -294,6 +304,23 @@ async def scenario_resubscribe(run: Run) -> dict[str, Any]:
     release_task = released[0][0] if isinstance(released[0], tuple) else None
     return {"before": before, "first": first, "rest": rest, "got": task_view(got),
             "release": task_view(release_task) if release_task else None}
+
+
+async def scenario_nonblocking_resubscribe(run: Run) -> dict[str, Any]:
+    """`polling=True` (blocking: false) returns the task at once; tasks/resubscribe follows it to the end."""
+    if run.release_url is None:
+        raise SystemExit("nonblocking_resubscribe needs --release PATH (an agent that opens the gate)")
+    async with run.client(streaming=False, polling=True) as sender:
+        sent = await drain(sender.send_message(user_message("go slowly")), view=raw)
+    task = sent[0][0]
+    async with run.client(streaming=True) as client:
+        resub = client.resubscribe(TaskIdParams(id=task.id))
+        async with aclosing(resub):
+            first = client_event_view(await next_event(resub))
+            async with run.client(streaming=False, url=run.release_url) as releaser:
+                await drain(releaser.send_message(user_message("release")), view=raw)
+            rest = await drain(resub)
+    return {"sent": task_view(task), "sentCount": len(sent), "first": first, "rest": rest}
 
 
 async def scenario_errors(run: Run) -> dict[str, Any]:
@@ -343,7 +370,7 @@ def main() -> int:
     status = 0
     try:
         out["result"] = asyncio.run(main_async(args))
-    except Exception as exc:  # report, do not crash: the test shows this
+    except Exception as exc:  # noqa: BLE001 - report, do not crash: the test shows this
         status = 1
         out["error"] = {
             "type": type(exc).__name__,

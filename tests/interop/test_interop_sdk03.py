@@ -1,8 +1,8 @@
 """The last A2A 0.3 release of the official SDK, a2a-sdk 0.3.26, against a live Parley.
 
 a2a-sdk 0.3.x and 1.x are both the `a2a` package, so 0.3.26 lives in its own
-virtualenv, `.venv-sdk03` at the repository root, created on first use by the
-`sdk03_python` fixture. Each test starts a Parley server in this process and
+virtualenv, `.venv-sdk03` at the repository root (or $PARLEY_SDK03_VENV), created
+on first use by the `sdk03_python` fixture. Each test starts a Parley server in this process and
 runs `sdk03_driver.py SCENARIO` with that interpreter; the driver uses the 0.3.26
 `ClientFactory` client (and, in one scenario, the deprecated `A2AClient`) and
 prints one JSON object of what the SDK returned, which the test asserts on.
@@ -19,6 +19,8 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +32,18 @@ from interop_support import (
     SLOW_FIRST,
     SLOW_SECOND,
     Gate,
+    OpenGateOnKeepalive,
     slow_app,
 )
+
+from parley.app import Settings
 
 pytestmark = pytest.mark.interop
 
 ROOT = Path(__file__).resolve().parents[2]
-SDK03_VENV = ROOT / ".venv-sdk03"
+# Where the 0.3.26 virtualenv lives (git-ignored); PARLEY_SDK03_VENV overrides it.
+SDK03_VENV = Path(os.environ.get("PARLEY_SDK03_VENV") or ROOT / ".venv-sdk03")
+SDK03_LOCK = SDK03_VENV.with_name(SDK03_VENV.name + ".lock")  # shared with tests/interop_client
 SDK03_VERSION = "0.3.26"
 DRIVER = Path(__file__).with_name("sdk03_driver.py")
 INSTALL_TIMEOUT = 900
@@ -62,7 +69,7 @@ def _installed_sdk(python: Path) -> str | None:
         return None
     probe = subprocess.run(
         [str(python), "-c", "import importlib.metadata as m; print(m.version('a2a-sdk'))"],
-        capture_output=True, text=True, timeout=60, env=_clean_env(),
+        capture_output=True, text=True, timeout=60, env=_clean_env(), check=False,
     )
     return probe.stdout.strip() if probe.returncode == 0 else None
 
@@ -73,11 +80,34 @@ def _unavailable(reason: str) -> None:
     pytest.skip(f"a2a-sdk {SDK03_VERSION} is not available (is the network down?): {reason}")
 
 
+@contextmanager
+def _venv_lock() -> Iterator[None]:
+    """An exclusive lock on `<venv>.lock`: other test helpers build the same venv."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no concurrent builders to guard against
+        yield
+        return
+    with open(SDK03_LOCK, "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="session")
 def sdk03_python() -> Path:
     """The interpreter of `.venv-sdk03`, with a2a-sdk 0.3.26 installed (built on first use)."""
     python = _venv_python(SDK03_VENV)
     if _installed_sdk(python) == SDK03_VERSION:
+        return python
+    with _venv_lock():
+        return _build_venv(python)
+
+
+def _build_venv(python: Path) -> Path:
+    if _installed_sdk(python) == SDK03_VERSION:  # built meanwhile by another process
         return python
     steps = []
     if not python.exists():
@@ -85,11 +115,14 @@ def sdk03_python() -> Path:
     steps.append([
         str(python), "-m", "pip", "install", "--disable-pip-version-check", "--quiet",
         "--retries", "2", "--timeout", "30", f"a2a-sdk[http-server]=={SDK03_VERSION}",
+        "uvicorn",  # not needed here; tests/interop_client runs 0.3.26 servers from the same venv
     ])
     for cmd in steps:
         shown = " ".join(cmd)
         try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT, env=_clean_env())
+            done = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=INSTALL_TIMEOUT, env=_clean_env(), check=False
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             _unavailable(f"`{shown}` failed: {exc}")
         if done.returncode != 0:
@@ -104,7 +137,7 @@ def drive(python: Path, base_url: str, scenario: str, *args: str) -> dict[str, A
     """Run one driver scenario; return its `result`, failing with the SDK's traceback if it raised."""
     cmd = [str(python), str(DRIVER), base_url, scenario, *args]
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=DRIVER_TIMEOUT, env=_clean_env())
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=DRIVER_TIMEOUT, env=_clean_env(), check=False)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"the a2a-sdk {SDK03_VERSION} driver did not finish {scenario!r} in {DRIVER_TIMEOUT}s: {exc}")
     lines = done.stdout.strip().splitlines()
@@ -259,7 +292,9 @@ def test_sdk03_cancel(serve, sdk03_python):
     assert before[0]["kind"] == "task"
     assert before[-1]["kind"] == "artifact" and before[-1]["text"] == SLOW_FIRST
 
-    assert result["canceled"]["id"] == task_id and result["canceled"]["state"] == "canceled"
+    assert result["running"]["state"] == "working" and result["running"]["artifactText"] == SLOW_FIRST
+    assert result["canceled"]["id"] == task_id and result["canceled"]["contextId"] == ctx
+    assert result["canceled"]["state"] == "canceled"
     assert after, "the stream closed without reporting the canceled state"
     assert after[-1]["kind"] == "status" and after[-1]["state"] == "canceled" and after[-1]["final"] is True
     assert not [ev for ev in after if ev["kind"] == "artifact"]
@@ -288,5 +323,32 @@ def test_sdk03_resubscribe(serve, sdk03_python):
     ]
     assert rest[-1]["kind"] == "status" and rest[-1]["state"] == "completed" and rest[-1]["final"] is True
     assert rest[-1]["aggregate"]["artifactText"] == SLOW_FIRST + SLOW_SECOND
+    assert (result["got"]["id"], result["got"]["contextId"]) == (task_id, ctx)
     assert result["got"]["state"] == "completed"
     assert result["got"]["artifactText"] == SLOW_FIRST + SLOW_SECOND
+
+
+def test_sdk03_nonblocking_send_then_resubscribe(serve, sdk03_python):
+    gate = Gate()
+    srv = serve(slow_app(gate))
+    result = drive(sdk03_python, srv.url, "nonblocking_resubscribe", "--release", "/a2a/release")
+    sent, first, rest = result["sent"], result["first"], result["rest"]
+    assert result["sentCount"] == 1
+    assert sent["state"] in ("submitted", "working")
+    assert first["kind"] == "task" and first["taskId"] == sent["id"] and first["state"] in ("submitted", "working")
+    assert assert_one_task([first, *rest]) == (sent["id"], sent["contextId"])
+    assert rest[-1]["kind"] == "status" and rest[-1]["state"] == "completed" and rest[-1]["final"] is True
+    assert rest[-1]["aggregate"]["artifactText"] == SLOW_FIRST + SLOW_SECOND
+
+
+def test_sdk03_stream_with_keepalive_comments(serve, sdk03_python):
+    gate = Gate()
+    watched = OpenGateOnKeepalive(slow_app(gate, Settings(keepalive_seconds=0.05)), gate)
+    srv = serve(watched)
+    events = drive(sdk03_python, srv.url, "slow_stream")["events"]
+    assert watched.keepalives >= 1
+    assert events[0]["kind"] == "task"
+    assert_one_task(events)
+    assert [ev["text"] for ev in events if ev["kind"] == "artifact"] == [SLOW_FIRST, SLOW_SECOND]
+    assert events[-1]["kind"] == "status" and events[-1]["state"] == "completed" and events[-1]["final"] is True
+    assert_finals(events)

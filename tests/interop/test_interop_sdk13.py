@@ -1,9 +1,11 @@
 """The official a2a-sdk 1.3 client against a live Parley server, over real HTTP.
 
-Two flavours of the same client, parametrised as `flavour`:
+Three flavours of the same client, parametrised as `flavour`:
 
 * "1.0": `ClientFactory.create_from_url`; the SDK picks Parley's 1.0 JSON-RPC
   interface and sends `A2A-Version: 1.0` with 1.0 method names.
+* "1.0-rest": the same, with the client restricted to the HTTP+JSON binding
+  (`ClientConfig.supported_protocol_bindings=["HTTP+JSON"]`).
 * "0.3-compat": the SDK's 0.3 compatibility transport, chosen by the factory
   because the card it is given only lists Parley's 0.3 interface; it sends
   `a2a-version: 0.3` and the 0.3 method names (`message/send`, ...).
@@ -17,10 +19,13 @@ import asyncio
 from contextlib import aclosing
 
 import pytest
+from a2a.client import create_client
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
+    InvalidParamsError,
     ListTasksRequest,
+    SendMessageConfiguration,
     SendMessageRequest,
     SubscribeToTaskRequest,
     TaskNotCancelableError,
@@ -35,7 +40,9 @@ from interop_support import (
     SLOW_ARTIFACT_ID,
     SLOW_FIRST,
     SLOW_SECOND,
+    V1_FLAVOURS,
     Gate,
+    OpenGateOnKeepalive,
     artifact_text,
     drain,
     history_texts,
@@ -48,6 +55,8 @@ from interop_support import (
     user_message,
 )
 
+from parley.app import Settings
+
 pytestmark = pytest.mark.interop
 
 
@@ -55,9 +64,19 @@ pytestmark = pytest.mark.interop
 def flavour(request: pytest.FixtureRequest) -> str:
     return request.param
 
+
+@pytest.fixture(params=V1_FLAVOURS)
+def v1_flavour(request: pytest.FixtureRequest) -> str:
+    """The A2A 1.0 flavours only (operations the SDK's 0.3 compat transport does not offer)."""
+    return request.param
+
+
 EXPECTED_WIRE = {
     "1.0": ("1.0", {"send": "SendMessage", "stream": "SendStreamingMessage", "get": "GetTask",
-                    "cancel": "CancelTask", "subscribe": "SubscribeToTask"}),
+                    "cancel": "CancelTask", "subscribe": "SubscribeToTask", "list": "ListTasks"}),
+    "1.0-rest": ("1.0", {"send": "POST /message:send", "stream": "POST /message:stream", "get": "GET /tasks/{id}",
+                         "cancel": "POST /tasks/{id}:cancel", "subscribe": "POST /tasks/{id}:subscribe",
+                         "list": "GET /tasks"}),
     "0.3-compat": ("0.3", {"send": "message/send", "stream": "message/stream", "get": "tasks/get",
                            "cancel": "tasks/cancel", "subscribe": "tasks/resubscribe"}),
 }
@@ -106,6 +125,18 @@ async def test_send_on_named_agent_path(server, flavour):
     task = events[-1].task
     assert state_name(task.status.state) == "completed"
     assert artifact_text(task) == "hi there"
+
+
+async def test_create_client_with_defaults_streams(server):
+    """`create_client(url)` with no config: JSON-RPC, A2A 1.0, streaming (the card says streaming: true)."""
+    client = await create_client(server.url)
+    try:
+        events = [summarize(ev) async for ev in client.send_message(SendMessageRequest(message=user_message(ECHO_TEXT)))]
+    finally:
+        await client.close()
+    assert events[0]["kind"] == "task"
+    assert "".join(ev["text"] for ev in events if ev["kind"] == "artifact") == ECHO_TEXT
+    assert events[-1]["kind"] == "status" and events[-1]["state"] == "completed"
 
 
 # --- stream -----------------------------------------------------------------------
@@ -165,8 +196,8 @@ async def test_get_unknown_task_raises_task_not_found(server, flavour):
 # --- list: only in 1.0 (the SDK's 0.3 compat transport raises NotImplementedError for ListTasks) ---
 
 
-async def test_list_tasks_filters_by_context_and_pages(server):
-    async with sdk_client(server.url, "1.0", streaming=False) as sdk:
+async def test_list_tasks_filters_by_context_and_pages(server, v1_flavour):
+    async with sdk_client(server.url, v1_flavour, streaming=False) as sdk:
         c = sdk.client
         first = [ev async for ev in c.send_message(SendMessageRequest(message=user_message("alpha")))][-1].task
         ctx = first.context_id
@@ -189,13 +220,29 @@ async def test_list_tasks_filters_by_context_and_pages(server):
         working = await c.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_WORKING, context_id=ctx))
         assert list(working.tasks) == []
 
+        # Artifacts only on request; historyLength 0 means no history.
+        assert all(len(t.artifacts) == 0 for t in in_ctx.tasks)
+        full = await c.list_tasks(ListTasksRequest(context_id=ctx, include_artifacts=True, history_length=0))
+        assert {t.id: artifact_text(t) for t in full.tasks} == {first.id: "alpha", second.id: "beta"}
+        assert all(len(t.history) == 0 for t in full.tasks)
+
+        # statusTimestampAfter: ">=" the given time (spec 3.1.4).
+        newest = max((t.status.timestamp for t in in_ctx.tasks), key=lambda ts: ts.ToNanoseconds())
+        since = ListTasksRequest(context_id=ctx)
+        since.status_timestamp_after.CopyFrom(newest)
+        recent = await c.list_tasks(since)
+        assert [t.id for t in recent.tasks] == [t.id for t in in_ctx.tasks if t.status.timestamp == newest]
+        later = ListTasksRequest(context_id=ctx)
+        later.status_timestamp_after.FromNanoseconds(newest.ToNanoseconds() + 3_600 * 10**9)
+        assert list((await c.list_tasks(later)).tasks) == []
+
         page1 = await c.list_tasks(ListTasksRequest(context_id=ctx, page_size=1))
         assert len(page1.tasks) == 1 and page1.next_page_token
         page2 = await c.list_tasks(ListTasksRequest(context_id=ctx, page_size=1, page_token=page1.next_page_token))
         assert len(page2.tasks) == 1
         assert {page1.tasks[0].id, page2.tasks[0].id} == {first.id, second.id}
         assert sdk.wire.versions == {"1.0"}
-        assert set(sdk.wire.methods) == {"SendMessage", "ListTasks"}
+        assert set(sdk.wire.methods) == {wire_method(v1_flavour, "send"), wire_method(v1_flavour, "list")}
 
 
 # --- multi-turn (input-required, then continue with taskId + contextId) -----------
@@ -251,6 +298,35 @@ async def test_multiturn_streaming(server, flavour):
         assert sdk.wire.methods == [wire_method(flavour, "stream")] * 2
 
 
+async def test_continue_with_task_id_only_infers_context(server, flavour):
+    """Spec 3.4.3: with only taskId, the agent infers the contextId from the task."""
+    async with sdk_client(f"{server.url}/a2a/interviewer", flavour, streaming=False) as sdk:
+        t1 = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=user_message("a")))][-1].task
+        assert state_name(t1.status.state) == "input-required"
+        follow_up = user_message("b", task_id=t1.id)
+        t2 = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=follow_up))][-1].task
+    assert t2.id == t1.id and t2.context_id == t1.context_id
+    assert state_name(t2.status.state) == "completed"
+    assert artifact_text(t2) == answer_for("a", "b")
+
+
+async def test_mismatched_context_is_rejected(server, flavour):
+    """Spec 3.4.3: a message whose contextId differs from its task's is rejected."""
+    async with sdk_client(f"{server.url}/a2a/interviewer", flavour, streaming=False) as sdk:
+        t1 = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=user_message("a")))][-1].task
+        wrong = user_message("b", task_id=t1.id, context_id=t1.context_id + "-other")
+        with pytest.raises(InvalidParamsError):
+            [ev async for ev in sdk.client.send_message(SendMessageRequest(message=wrong))]
+        still = await sdk.client.get_task(GetTaskRequest(id=t1.id))
+    assert state_name(still.status.state) == "input-required"
+
+
+async def test_message_to_unknown_task_is_task_not_found(server, flavour):
+    async with sdk_client(server.url, flavour, streaming=False) as sdk:
+        with pytest.raises(TaskNotFoundError):
+            [ev async for ev in sdk.client.send_message(SendMessageRequest(message=user_message("b", task_id="nope")))]
+
+
 async def test_message_to_finished_task_is_rejected(server, flavour):
     async with sdk_client(server.url, flavour, streaming=False) as sdk:
         done = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=user_message("x")))][-1].task
@@ -276,6 +352,10 @@ async def test_cancel_running_task(serve, flavour):
                 seen.append(summarize(await next_event(stream)))
             assert seen[-1]["text"] == SLOW_FIRST
 
+            running = await c.get_task(GetTaskRequest(id=task_id))
+            assert state_name(running.status.state) == "working"
+            assert artifact_text(running) == SLOW_FIRST
+
             canceled = await c.cancel_task(CancelTaskRequest(id=task_id))
             assert canceled.id == task_id
             assert state_name(canceled.status.state) == "canceled"
@@ -294,6 +374,18 @@ async def test_cancel_running_task(serve, flavour):
             await c.cancel_task(CancelTaskRequest(id=task_id))
         assert wire_method(flavour, "cancel") in sdk.wire.methods
     assert not gate.opened
+
+
+async def test_cancel_input_required_task(server, flavour):
+    """An interrupted task is not terminal: it can be canceled, and then takes no more input."""
+    async with sdk_client(f"{server.url}/a2a/interviewer", flavour, streaming=False) as sdk:
+        t1 = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=user_message("a")))][-1].task
+        assert state_name(t1.status.state) == "input-required"
+        canceled = await sdk.client.cancel_task(CancelTaskRequest(id=t1.id))
+        assert canceled.id == t1.id and state_name(canceled.status.state) == "canceled"
+        late = user_message("b", task_id=t1.id, context_id=t1.context_id)
+        with pytest.raises(UnsupportedOperationError):
+            [ev async for ev in sdk.client.send_message(SendMessageRequest(message=late))]
 
 
 async def test_cancel_finished_task_is_not_cancelable(server, flavour):
@@ -372,11 +464,69 @@ async def test_resubscribe_alongside_the_original_stream(serve, flavour):
         assert resub_rest == original_rest
 
 
-async def test_subscribe_to_finished_task_is_unsupported(server):
+async def test_subscribe_to_finished_task_is_unsupported(server, v1_flavour):
     """1.0 only: SubscribeToTask on a terminal task is UnsupportedOperationError (spec 3.1.6)."""
-    async with sdk_client(server.url, "1.0", streaming=True) as sdk:
+    async with sdk_client(server.url, v1_flavour, streaming=True) as sdk:
         events = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=user_message("x")))]
         task_id = events[0].task.id
         with pytest.raises(UnsupportedOperationError):
             async with aclosing(sdk.client.subscribe(SubscribeToTaskRequest(id=task_id))) as resub:
                 await drain(resub)
+
+
+async def test_subscribe_to_input_required_task_gives_snapshot(server, flavour):
+    """The first event is the task as it is; an interrupted task's stream then closes."""
+    async with sdk_client(f"{server.url}/a2a/interviewer", flavour, streaming=True) as sdk:
+        first = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=user_message("a")))]
+        task_id = first[0].task.id
+        async with aclosing(sdk.client.subscribe(SubscribeToTaskRequest(id=task_id))) as resub:
+            events = await drain(resub)
+    assert [ev.WhichOneof("payload") for ev in events] == ["task"]
+    assert events[0].task.id == task_id
+    assert state_name(events[0].task.status.state) == "input-required"
+    assert parts_text(events[0].task.status.message.parts) == question_for("a")
+
+
+async def test_non_blocking_send_then_subscribe(serve, flavour):
+    """returnImmediately (0.3: blocking=false) returns the task at once; subscribing follows it to the end."""
+    gate = Gate()
+    srv = serve(slow_app(gate))
+    config = SendMessageConfiguration(return_immediately=True)
+    async with sdk_client(srv.url, flavour, streaming=False) as sender:
+        sent = [ev async for ev in sender.client.send_message(
+            SendMessageRequest(message=user_message("go slowly"), configuration=config)
+        )]
+    assert [ev.WhichOneof("payload") for ev in sent] == ["task"]
+    task = sent[0].task
+    assert state_name(task.status.state) in ("submitted", "working")
+
+    async with (
+        sdk_client(srv.url, flavour, streaming=True) as sdk,
+        aclosing(sdk.client.subscribe(SubscribeToTaskRequest(id=task.id))) as resub,
+    ):
+        snapshot = await next_event(resub)
+        assert snapshot.WhichOneof("payload") == "task" and snapshot.task.id == task.id
+        assert state_name(snapshot.task.status.state) in ("submitted", "working")
+        gate.open()
+        rest = [summarize(ev) for ev in await drain(resub)]
+    assert rest[-1]["kind"] == "status" and rest[-1]["state"] == "completed"
+    assert all(ev["taskId"] == task.id and ev["contextId"] == task.context_id for ev in rest)
+    # Whatever part of the output the snapshot already had, the two together give all of it.
+    streamed = "".join(ev["text"] for ev in rest if ev["kind"] == "artifact")
+    assert artifact_text(snapshot.task) + streamed == SLOW_FIRST + SLOW_SECOND
+
+
+async def test_stream_with_keepalive_comments(serve, flavour):
+    """SSE keep-alive comments between events are invisible to the SDK's stream."""
+    gate = Gate()
+    watched = OpenGateOnKeepalive(slow_app(gate, Settings(keepalive_seconds=0.05)), gate)
+    srv = serve(watched)
+    async with sdk_client(srv.url, flavour, streaming=True) as sdk:
+        events = [summarize(ev) for ev in await drain(
+            sdk.client.send_message(SendMessageRequest(message=user_message("go slowly")))
+        )]
+    assert watched.keepalives >= 1
+    assert events[0]["kind"] == "task"
+    assert len({(ev["taskId"], ev["contextId"]) for ev in events}) == 1
+    assert [ev["text"] for ev in events if ev["kind"] == "artifact"] == [SLOW_FIRST, SLOW_SECOND]
+    assert events[-1]["kind"] == "status" and events[-1]["state"] == "completed"

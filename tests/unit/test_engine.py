@@ -195,7 +195,8 @@ async def test_text_is_flushed_as_last_before_a_status_and_a_new_text_artifact_s
     first_text = log[2].event.artifact.artifact_id  # type: ignore[union-attr]
     second_text = log[5].event.artifact.artifact_id  # type: ignore[union-attr]
     assert first_text != second_text
-    assert [(a.artifact_id == first_text, a.parts) for a in task.artifacts or []][0] == (True, [m.Part(text="ab")])
+    assert task.artifacts is not None
+    assert (task.artifacts[0].artifact_id, task.artifacts[0].parts) == (first_text, [m.Part(text="ab")])
     assert [h.text() for h in task.history or []] == ["hello", "halfway"]
     await assert_log_consistent(engine, task.id)
 

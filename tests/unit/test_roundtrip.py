@@ -25,9 +25,8 @@ from parley.protocol import models as m
 from parley.protocol.errors import InvalidParamsError
 from parley.protocol.operations import Operation
 
-settings.register_profile("parley-unit", max_examples=60, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow])
-settings.load_profile("parley-unit")
+# Local settings (not a global profile, so other test modules keep their own).
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 COMPAT = v0_3.DATA_COMPAT_KEY
 
@@ -227,6 +226,7 @@ ONE_ZERO_CASES = [
 
 
 @pytest.mark.parametrize(("cls", "strategy"), ONE_ZERO_CASES, ids=[c.__name__ for c, _ in ONE_ZERO_CASES])
+@SETTINGS
 @given(data=st.data())
 def test_v1_to_wire_from_wire_is_identity(cls: type, strategy: st.SearchStrategy[Any], data: st.DataObject) -> None:
     obj = data.draw(strategy)
@@ -234,6 +234,7 @@ def test_v1_to_wire_from_wire_is_identity(cls: type, strategy: st.SearchStrategy
     assert codec.from_wire(wire, cls) == obj
 
 
+@SETTINGS
 @given(event=events())
 def test_v1_stream_events_round_trip(event: Any) -> None:
     wire = via_json(v1_0.encode_event(event))
@@ -241,6 +242,7 @@ def test_v1_stream_events_round_trip(event: Any) -> None:
     assert v1_0.decode_stream_event(wire) == event
 
 
+@SETTINGS
 @given(result=st.one_of(tasks(), messages()))
 def test_v1_send_result_round_trip(result: Any) -> None:
     wire = via_json(v1_0.encode_result(Operation.SEND, result))
@@ -248,6 +250,7 @@ def test_v1_send_result_round_trip(result: Any) -> None:
     assert v1_0.decode_result(Operation.SEND, wire) == result
 
 
+@SETTINGS
 @given(req=send_requests())
 def test_v1_send_request_round_trip(req: m.SendMessageRequest) -> None:
     params = via_json(v1_0.encode_request(Operation.SEND, req))
@@ -257,6 +260,7 @@ def test_v1_send_request_round_trip(req: m.SendMessageRequest) -> None:
 # --- 0.3: canonical -> 0.3 -> canonical ---------------------------------------------------------------------
 
 
+@SETTINGS
 @given(event=events(v03=True))
 def test_v03_stream_events_round_trip(event: Any) -> None:
     wire = via_json(v0_3.encode_event(event))
@@ -265,6 +269,7 @@ def test_v03_stream_events_round_trip(event: Any) -> None:
     assert v0_3.decode_result(Operation.SUBSCRIBE, wire) == event
 
 
+@SETTINGS
 @given(result=st.one_of(tasks(v03=True), messages(v03=True)))
 def test_v03_send_result_round_trip(result: Any) -> None:
     wire = via_json(v0_3.encode_result(Operation.SEND, result))
@@ -272,6 +277,7 @@ def test_v03_send_result_round_trip(result: Any) -> None:
     assert v0_3.decode_result(Operation.SEND, wire) == result
 
 
+@SETTINGS
 @given(task=tasks(v03=True))
 def test_v03_get_and_cancel_results_round_trip(task: m.Task) -> None:
     for op in (Operation.GET, Operation.CANCEL):
@@ -279,12 +285,14 @@ def test_v03_get_and_cancel_results_round_trip(task: m.Task) -> None:
         assert v0_3.decode_result(op, wire) == task
 
 
+@SETTINGS
 @given(event=events(v03=True))
 def test_v03_to_canonical_dict_gives_the_v1_stream_response(event: Any) -> None:
     canonical = v0_3.to_canonical_dict(via_json(v0_3.encode_event(event)))
     assert canonical == via_json(v1_0.encode_event(event))
 
 
+@SETTINGS
 @given(
     page=st.builds(
         m.ListTasksResponse,
@@ -300,6 +308,7 @@ def test_v03_list_result_round_trip(page: m.ListTasksResponse) -> None:
     assert v0_3.decode_result(Operation.LIST, wire) == page
 
 
+@SETTINGS
 @given(cfg=push_configs(v03=True))
 def test_v03_push_config_results_round_trip(cfg: m.TaskPushNotificationConfig) -> None:
     for op in (Operation.PUSH_SET, Operation.PUSH_GET):
@@ -311,6 +320,7 @@ def test_v03_push_config_results_round_trip(cfg: m.TaskPushNotificationConfig) -
     assert v0_3.decode_result(Operation.PUSH_LIST, wire) == listed
 
 
+@SETTINGS
 @given(req=send_requests(v03=True))
 def test_v03_send_request_round_trip(req: m.SendMessageRequest) -> None:
     for op in (Operation.SEND, Operation.STREAM):
@@ -319,12 +329,14 @@ def test_v03_send_request_round_trip(req: m.SendMessageRequest) -> None:
         assert v0_3.decode(op, params) == req
 
 
+@SETTINGS
 @given(cfg=push_configs(v03=True, task_id=None).filter(lambda c: c.task_id != ""))
 def test_v03_push_set_request_round_trip(cfg: m.TaskPushNotificationConfig) -> None:
     params = via_json(v0_3.encode_request(Operation.PUSH_SET, cfg))
     assert v0_3.decode(Operation.PUSH_SET, params) == cfg
 
 
+@SETTINGS
 @given(task_id=ids, cfg_id=ids)
 def test_v03_push_ref_requests_round_trip(task_id: str, cfg_id: str) -> None:
     ref = m.TaskPushConfigRef(task_id=task_id, id=cfg_id)
@@ -336,6 +348,7 @@ def test_v03_push_ref_requests_round_trip(task_id: str, cfg_id: str) -> None:
     assert v0_3.decode(Operation.PUSH_LIST, params) == m.ListTaskPushConfigsRequest(task_id=task_id)
 
 
+@SETTINGS
 @given(
     task_id=ids,
     history=st.one_of(st.none(), st.integers(min_value=0, max_value=100)),
@@ -350,6 +363,7 @@ def test_v03_get_cancel_subscribe_requests_round_trip(task_id: str, history: int
     assert v0_3.decode(Operation.SUBSCRIBE, via_json(v0_3.encode_request(Operation.SUBSCRIBE, sub))) == sub
 
 
+@SETTINGS
 @given(req=list_requests())
 def test_v03_list_request_round_trip(req: m.ListTasksRequest) -> None:
     params = via_json(v0_3.encode_request(Operation.LIST, req))
@@ -585,7 +599,7 @@ def test_v03_bad_parts_are_invalid_params_with_a_path(part: Any, where: str) -> 
     with pytest.raises(InvalidParamsError) as info:
         v0_3.decode(Operation.SEND, params)
     assert info.value.code == -32602
-    assert f"params.message.parts[0]" in info.value.message and where in info.value.message
+    assert "params.message.parts[0]" in info.value.message and where in info.value.message
 
 
 @pytest.mark.parametrize(

@@ -94,10 +94,13 @@ class TaskEngine:
     async def _append(self, run: Run, events: list) -> None:
         """Fold, persist and publish events (callers hold `run.lock` or own the run)."""
         rec = run.record
+        state = rec.task.status.state
+        for ev in events:  # check the whole batch first: a refused event must leave no trace
+            if isinstance(ev, m.TaskStatusUpdateEvent):
+                check_transition(state, ev.status.state)
+                state = ev.status.state
         entries: list[Entry] = []
         for ev in events:
-            if isinstance(ev, m.TaskStatusUpdateEvent):
-                check_transition(rec.task.status.state, ev.status.state)
             rec.seq += 1
             entries.append(Entry(rec.seq, ev))
             apply(rec.task, ev)
@@ -106,6 +109,8 @@ class TaskEngine:
         run.entries.extend(entries)
         if is_settled(rec.task.status.state):
             run.settled.set()
+            if self.runs.get(rec.task.id) is run:  # a settled task takes new messages at once
+                del self.runs[rec.task.id]
         run.notify()
 
     def _status(self, task: m.Task, state: m.TaskState, text: str | None = None, parts: list[m.Part] | None = None,
@@ -192,11 +197,6 @@ class TaskEngine:
     async def _continue(self, agent: Agent, owner: str, req: m.SendMessageRequest) -> Submission:
         msg = req.message
         assert msg.task_id is not None
-        if msg.task_id in self.runs:
-            state = self.runs[msg.task_id].task.status.state
-            raise UnsupportedOperationError(
-                f"Task {msg.task_id} is still {_state_name(state)}; send a message when it asks for input"
-            )
         rec = await self._visible(agent.id, owner, msg.task_id)
         state = rec.task.status.state
         if msg.context_id and msg.context_id != rec.task.context_id:
@@ -256,7 +256,12 @@ class TaskEngine:
                     if run.settled.is_set():
                         break
             finally:
-                await gen.aclose()
+                try:
+                    await gen.aclose()
+                except Exception:  # cleanup after the task settled must not touch its log
+                    if not run.settled.is_set():
+                        raise
+                    log.exception("agent %s failed while cleaning up task %s", agent.id, task.id)
             async with run.lock:
                 if not run.settled.is_set():
                     await self._append(run, [*self._flush_text(run), self._status(task, m.TaskState.COMPLETED)])
