@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# The whole test suite from a fresh clone: create .venv, install Parley with its
-# test extras, and run pytest. Used by the README and by .ci/run.
+# The whole test suite from a fresh clone: create .venv with Parley and its test extras,
+# create .venv-sdk03 with the last 0.3 release of the official a2a-sdk (it cannot be
+# installed beside 1.x; the interoperability tests drive it as a subprocess), then run
+# pytest. Used by the README and by .ci/run; extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[dev]'
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+if ! .venv-sdk03/bin/python -c "import importlib.metadata as m, uvicorn; assert m.version('a2a-sdk') == '0.3.26'" 2>/dev/null; then
+  rm -rf .venv-sdk03
+  "$PY" -m venv .venv-sdk03
+  .venv-sdk03/bin/python -m pip install -q --disable-pip-version-check "a2a-sdk[http-server]==0.3.26" uvicorn
+fi
 exec .venv/bin/python -m pytest "$@"
