@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import importlib
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from parley.agents.builtin import builtin_agents
 from parley.app import Parley, Settings
 from parley.tasks.memory_store import MemoryTaskStore
 from parley.tasks.sqlite_store import SqliteTaskStore
+
+if TYPE_CHECKING:
+    from parley.agents.llm import AgentLoop
 
 DEFAULT_DB = Path(".parley") / "parley.db"
 
@@ -41,4 +46,30 @@ def default_app(db: str | None = str(DEFAULT_DB), *, settings: Settings | None =
     app = Parley(store=store, settings=settings)
     for agent in builtin_agents():
         app.add_agent(agent)
+    assistant = assistant_agent()
+    if assistant is not None:
+        app.add_agent(assistant)
     return app
+
+
+def assistant_agent(env: dict[str, str] | None = None) -> AgentLoop | None:
+    """The built-in `assistant` (an LLM agent), only when PARLEY_LLM_BASE_URL is set.
+
+    Its key and model come from PARLEY_LLM_API_KEY and PARLEY_LLM_MODEL.
+    """
+    env = dict(os.environ) if env is None else env
+    if not env.get("PARLEY_LLM_BASE_URL"):
+        return None
+    from parley.agents.llm import LLMAgent, OpenAICompatBackend
+
+    backend = OpenAICompatBackend(env=env)
+    model = backend.model or "the configured model"
+    return LLMAgent(
+        id="assistant",
+        name="Assistant",
+        description=f"A general-purpose assistant answered by an LLM ({model}).",
+        skills=[{"id": "chat", "name": "Chat", "description": "Answers questions and helps with tasks.",
+                 "tags": ["llm", "chat"], "examples": ["Explain the A2A protocol in two sentences."]}],
+        backend=backend,
+        system_prompt="You are a helpful, concise assistant.",
+    )
