@@ -59,6 +59,7 @@ class RunContext:
     agent_id: str
     owner: str
     metadata: dict[str, Any] | None = None
+    checkpoint: dict[str, Any] | None = None  # the agent's last checkpoint, when resuming
 
     @property
     def text(self) -> str:

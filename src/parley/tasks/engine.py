@@ -30,6 +30,8 @@ from parley.tasks.store import TaskRecord, TaskStore, encode_cursor, make_query
 log = logging.getLogger("parley.engine")
 
 RESTART_MESSAGE = "The server stopped while this task was running; it was not resumed. Send the request again."
+RESUME_MESSAGE = "Resumed from the last checkpoint after a server restart."
+CHECKPOINT = "internal:checkpoint"
 KEEPALIVE_SECONDS = 15.0
 
 Observer = Callable[[str, InternalEvent], None]
@@ -221,10 +223,12 @@ class TaskEngine:
         await self._append(run, [msg, self._status(rec.task, m.TaskState.WORKING)])
         run.settled.clear()
         first = Entry(rec.seq, copy(rec.task))
-        self._start(run, agent, msg, first_turn=False, metadata=req.metadata)
+        checkpoint = await self.store.get_checkpoint(rec.task.id)
+        self._start(run, agent, msg, first_turn=False, metadata=req.metadata, checkpoint=checkpoint)
         return Submission(rec, run, first)
 
-    def _start(self, run: Run, agent: Agent, msg: m.Message, *, first_turn: bool, metadata: dict | None) -> None:
+    def _start(self, run: Run, agent: Agent, msg: m.Message, *, first_turn: bool, metadata: dict | None,
+               checkpoint: dict | None = None) -> None:
         task = run.task
         ctx = RunContext(
             task_id=task.id,
@@ -234,6 +238,7 @@ class TaskEngine:
             agent_id=agent.id,
             owner=run.record.owner,
             metadata=metadata,
+            checkpoint=checkpoint,
         )
         self.runs[task.id] = run
         run.aio = asyncio.create_task(self._drive(run, agent, ctx, first_turn), name=f"parley-task-{task.id}")
@@ -249,6 +254,8 @@ class TaskEngine:
             gen = agent.run(ctx)
             try:
                 async for out in gen:
+                    if isinstance(out, InternalEvent) and out.kind == CHECKPOINT:
+                        await self.store.put_checkpoint(task.id, out.data.get("state") or {})
                     async with run.lock:
                         events = self._convert(run, out)
                         if events:
@@ -288,6 +295,8 @@ class TaskEngine:
             log.exception("agent %s failed on task %s", agent.id, task.id)
             await self._fail(run, f"Agent {agent.id} failed: {type(exc).__name__}: {exc}")
         finally:
+            if is_terminal(run.task.status.state):
+                await self.store.delete_checkpoint(task.id)
             run.done = True
             run.notify()
             if self.runs.get(task.id) is run:
@@ -459,15 +468,32 @@ class TaskEngine:
         return run.task
 
     async def recover(self) -> list[str]:
-        """Mark tasks a previous process left running as failed; return their ids."""
+        """Deal with tasks a previous process left running; return the ids of those marked failed.
+
+        A task whose agent left a checkpoint is resumed from it; the others are
+        marked failed with a message saying so.
+        """
         failed = []
+        resumed = 0
         for rec in await self.store.unfinished():
             if rec.task.id in self.runs:
+                continue
+            agent = self.agents.get(rec.agent_id)
+            checkpoint = await self.store.get_checkpoint(rec.task.id)
+            last_user = next((msg for msg in reversed(rec.task.history or []) if msg.role is m.Role.USER), None)
+            if agent is not None and checkpoint is not None and last_user is not None:
+                run = Run(rec)
+                self.runs[rec.task.id] = run
+                await self._append(run, [self._status(rec.task, m.TaskState.WORKING, RESUME_MESSAGE)])
+                self._start(run, agent, last_user, first_turn=False, metadata=rec.task.metadata, checkpoint=checkpoint)
+                resumed += 1
                 continue
             await self._append(Run(rec), [self._status(rec.task, m.TaskState.FAILED, RESTART_MESSAGE)])
             failed.append(rec.task.id)
         if failed:
             log.warning("marked %d task(s) left running by a previous process as failed", len(failed))
+        if resumed:
+            log.warning("resumed %d task(s) from their checkpoints after a restart", resumed)
         return failed
 
     async def shutdown(self) -> None:

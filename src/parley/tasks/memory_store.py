@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from parley.protocol import models as m
 from parley.tasks.log import Entry
 from parley.tasks.store import TaskPage, TaskQuery, TaskRecord, TaskStore, page_of
@@ -15,6 +17,7 @@ class MemoryTaskStore(TaskStore):
         self._logs: dict[str, list[Entry]] = {}
         self._messages: dict[tuple[str, str, str], str] = {}
         self._push: dict[str, dict[str, m.TaskPushNotificationConfig]] = {}
+        self._checkpoints: dict[str, dict[str, Any]] = {}
 
     async def create(self, record: TaskRecord, first: Entry, message_id: str) -> None:
         self._tasks[record.task.id] = record
@@ -58,3 +61,12 @@ class MemoryTaskStore(TaskStore):
 
     async def delete_push_config(self, task_id: str, config_id: str) -> bool:
         return self._push.get(task_id, {}).pop(config_id, None) is not None
+
+    async def put_checkpoint(self, task_id: str, state: dict[str, Any]) -> None:
+        self._checkpoints[task_id] = state
+
+    async def get_checkpoint(self, task_id: str) -> dict[str, Any] | None:
+        return self._checkpoints.get(task_id)
+
+    async def delete_checkpoint(self, task_id: str) -> None:
+        self._checkpoints.pop(task_id, None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -45,6 +46,10 @@ CREATE TABLE IF NOT EXISTS message_ids (
     message_id TEXT NOT NULL,
     task_id TEXT NOT NULL,
     PRIMARY KEY (agent_id, owner, message_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS checkpoints (
+    task_id TEXT PRIMARY KEY,
+    state BLOB NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS push_configs (
     task_id TEXT NOT NULL,
@@ -221,6 +226,18 @@ class SqliteTaskStore(TaskStore):
         with self._db:
             cur = self._db.execute("DELETE FROM push_configs WHERE task_id=? AND id=?", (task_id, config_id))
         return cur.rowcount > 0
+
+    async def put_checkpoint(self, task_id: str, state: dict[str, Any]) -> None:
+        with self._db:
+            self._db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?,?)", (task_id, _enc.encode(state)))
+
+    async def get_checkpoint(self, task_id: str) -> dict[str, Any] | None:
+        row = self._db.execute("SELECT state FROM checkpoints WHERE task_id=?", (task_id,)).fetchone()
+        return msgspec.json.decode(row[0]) if row else None
+
+    async def delete_checkpoint(self, task_id: str) -> None:
+        with self._db:
+            self._db.execute("DELETE FROM checkpoints WHERE task_id=?", (task_id,))
 
     async def close(self) -> None:
         self._db.close()

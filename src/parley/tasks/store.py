@@ -11,6 +11,7 @@ import binascii
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Any
 from parley.protocol import models as m
 from parley.protocol.errors import InvalidParamsError
 from parley.tasks.log import Entry
@@ -155,6 +156,18 @@ class TaskStore(ABC):
     @abstractmethod
     async def delete_push_config(self, task_id: str, config_id: str) -> bool:
         """Delete a push config; False if there was none."""
+
+    @abstractmethod
+    async def put_checkpoint(self, task_id: str, state: dict[str, Any]) -> None:
+        """Keep an agent's latest checkpoint for a task (replaces the previous one)."""
+
+    @abstractmethod
+    async def get_checkpoint(self, task_id: str) -> dict[str, Any] | None:
+        """The latest checkpoint of a task, or None."""
+
+    @abstractmethod
+    async def delete_checkpoint(self, task_id: str) -> None:
+        """Forget a task's checkpoint (once the task is finished)."""
 
     async def close(self) -> None:
         """Release resources."""
