@@ -29,9 +29,13 @@ class Settings:
     """Server settings; every field has a safe default."""
 
     public_url: str | None = None
+    self_url: str | None = None  # how this server reaches itself (in-process delegation); default: public_url
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     keepalive_seconds: float = 15.0
     card: CardOptions = field(default_factory=CardOptions)
+    # gRPC (A2A 1.0, needs parley[grpc]): also serve every agent on grpc_host:grpc_port; see server/grpc_server.py
+    grpc_port: int | None = None
+    grpc_host: str = "127.0.0.1"
 
 
 class Parley:

@@ -144,33 +144,50 @@ class StreamPrinter:
 
 @app.command()
 def serve(
-    host: str = typer.Option("127.0.0.1", help="Interface to listen on."),
-    port: int = typer.Option(8000, help="TCP port."),
-    db: str = typer.Option(".parley/parley.db", help="SQLite file for tasks."),
+    host: Optional[str] = typer.Option(None, help="Interface to listen on [default: 127.0.0.1]."),
+    port: Optional[int] = typer.Option(None, help="TCP port [default: 8000]."),
+    db: Optional[str] = typer.Option(None, help="SQLite file for tasks [default: .parley/parley.db]."),
     memory: bool = typer.Option(False, "--memory", help="Keep tasks in memory only (lost at exit)."),
+    config_path: Optional[str] = typer.Option(None, "--config", "-c", help="A parley.toml declaring the agents."),
     app_spec: Optional[str] = typer.Option(None, "--app", help="Serve your own app: 'module:attribute' (a parley.Parley)."),
     public_url: Optional[str] = typer.Option(None, help="Base URL clients use, if behind a proxy."),
-    max_body_bytes: int = typer.Option(8 * 1024 * 1024, help="Largest request body accepted (HTTP 413 above)."),
+    max_body_bytes: Optional[int] = typer.Option(None, help="Largest request body accepted (HTTP 413 above) [default: 8 MiB]."),
     log_level: str = typer.Option("info", help="uvicorn log level."),
+    grpc_port: Optional[int] = typer.Option(None, "--grpc-port", help="Also serve A2A 1.0 over gRPC on this port."),
 ) -> None:
-    """Start the A2A server: built-in agents (echo, interviewer) over SQLite, and the dashboard at /."""
+    """Start the A2A server: built-in agents (echo, interviewer) over SQLite, and the dashboard at /.
+
+    With --config, the agents, routes and server settings come from the file; flags override it.
+    """
     import uvicorn
 
-    from parley.app import Settings
     from parley.serve import ServeError, default_app, load_app
 
-    settings = Settings(public_url=public_url, max_body_bytes=max_body_bytes)
+    if config_path and app_spec:
+        fail("use either --config or --app, not both")
     try:
-        if app_spec:
-            parley = load_app(app_spec)
-            parley.settings = settings
+        if config_path:
+            parley, host, port = _from_config(config_path, host, port, db, memory, public_url, max_body_bytes)
         else:
-            parley = default_app(None if memory else db, settings=settings)
+            host, port = host or "127.0.0.1", port or 8000
+            settings = _settings(public_url, max_body_bytes)
+            if app_spec:
+                parley = load_app(app_spec)
+                parley.settings = settings
+            else:
+                parley = default_app(None if memory else (db or ".parley/parley.db"), settings=settings)
     except ServeError as exc:
         fail(str(exc))
-    base = public_url or f"http://{host}:{port}"
-    err.print(f"[bold]Parley[/] serving {len(parley.agents)} agent(s) at {base}  "
-              f"(default: {parley.default_agent}; store: {'memory' if memory and not app_spec else db})",
+    if grpc_port is not None:  # gRPC binding (parley[grpc])
+        try:
+            import parley.server.grpc_server  # noqa: F401
+        except ImportError as exc:
+            fail(f"--grpc-port needs the gRPC extra: pip install 'parley[grpc]' ({exc})")
+        parley.settings.grpc_port, parley.settings.grpc_host = grpc_port, host
+    base = parley.settings.public_url or f"http://{host}:{port}"
+    if parley.settings.self_url is None:
+        parley.settings.self_url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
+    err.print(f"[bold]Parley[/] serving {len(parley.agents)} agent(s) at {base}  (default: {parley.default_agent})",
               highlight=False)
     for agent_id in parley.agents:
         err.print(f"  {agent_id:12} {base}/a2a/{agent_id}", highlight=False)
@@ -178,6 +195,33 @@ def serve(
         uvicorn.run(parley.asgi(), host=host, port=port, log_level=log_level, proxy_headers=True)
     except OSError as exc:
         fail(f"cannot listen on {host}:{port}: {exc}")
+
+
+def _settings(public_url: str | None, max_body_bytes: int | None):  # noqa: ANN202
+    from parley.app import DEFAULT_MAX_BODY_BYTES, Settings
+
+    return Settings(public_url=public_url, max_body_bytes=max_body_bytes or DEFAULT_MAX_BODY_BYTES)
+
+
+def _from_config(path: str, host: str | None, port: int | None, db: str | None, memory: bool,
+                 public_url: str | None, max_body_bytes: int | None):  # noqa: ANN202
+    """Load --config, apply the flags that override it, build the app."""
+    from parley.hub.build import build_app
+    from parley.hub.config import ConfigError, load_config
+    from parley.serve import ServeError
+
+    try:
+        config = load_config(path)
+        s = config.server
+        s.host = host or s.host
+        s.port = port or s.port
+        s.db = "memory" if memory else (db or s.db)
+        s.public_url = public_url or s.public_url
+        s.max_body_bytes = max_body_bytes or s.max_body_bytes
+        parley = asyncio.run(build_app(config))
+    except ConfigError as exc:
+        raise ServeError(str(exc)) from None
+    return parley, s.host, s.port
 
 
 @app.command()

@@ -1,6 +1,16 @@
 """An async A2A client for any server (0.3 and 1.0), used by the CLI and by agents."""
 
+from parley.client import transports as _transports
 from parley.client.client import A2AClient, user_message
 from parley.client.errors import ClientError
+from parley.client.rest import RestTransport
 
-__all__ = ["A2AClient", "ClientError", "user_message"]
+# The bindings A2AClient can use besides JSON-RPC (registered once, at import of parley.client).
+_transports.register("HTTP+JSON", RestTransport, {"1.0", "0.3"})
+
+try:  # the gRPC binding registers itself when parley[grpc] is installed
+    from parley.client import grpc as _grpc  # noqa: F401
+except ImportError:
+    pass
+
+__all__ = ["A2AClient", "ClientError", "RestTransport", "user_message"]

@@ -74,7 +74,7 @@ class A2AClient:
             if owns:
                 await http.aclose()
             raise
-        return cls(transports.make(http, iface.protocol_binding, iface.url, iface.protocol_version), card,
+        return cls(transports.make(http, iface.protocol_binding, iface.url, iface.protocol_version, iface.tenant), card,
                    owns_http=owns)
 
     @property

@@ -42,6 +42,8 @@ def supported(binding: str, version: str) -> bool:
     return version in VERSIONS.get(binding, set())
 
 
-def make(http: httpx.AsyncClient, binding: str, url: str, version: str) -> Transport:
-    """Build the transport for a chosen interface."""
+def make(http: httpx.AsyncClient, binding: str, url: str, version: str, tenant: str | None = None) -> Transport:
+    """Build the transport for a chosen interface (gRPC needs the interface's tenant)."""
+    if binding == "GRPC":
+        return FACTORIES[binding](http, url, version, tenant=tenant)  # type: ignore[call-arg]
     return FACTORIES[binding](http, url, version)

@@ -25,6 +25,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from parley.protocol import models as m
 from parley.protocol.codec import dumps
 from parley.protocol.errors import MethodNotFoundError
 from parley.server.cards import CardDocument, build_card, card_v03, card_v1, document
@@ -77,10 +78,23 @@ class Server:
             return self.settings.public_url.rstrip("/")
         return str(request.base_url).rstrip("/")
 
+    def grpc_address(self, request: Request) -> str | None:
+        """host:port of the gRPC binding as clients reach it, if it is served."""
+        if self.settings.grpc_port is None:
+            return None
+        host = request.url.hostname or self.settings.grpc_host
+        return f"{host}:{self.settings.grpc_port}"
+
     def agent_url(self, request: Request, agent_id: str, *, root: bool = False) -> str:
         """Where an agent's JSON-RPC endpoint is."""
         base = self.base_url(request)
         return f"{base}/" if root else f"{base}/a2a/{agent_id}"
+
+    def agent_card(self, request: Request, agent_id: str, *, root: bool) -> m.AgentCard:
+        """The canonical card of an agent as seen from this request."""
+        url = self.agent_url(request, agent_id, root=root)
+        return build_card(self.app.agents[agent_id], url, self.settings.card,
+                          grpc_address=self.grpc_address(request), tenant=agent_id)
 
     def card_document(self, request: Request, agent_id: str, *, root: bool) -> CardDocument:
         """The serialised card for this request's version, cached per URL and version."""
@@ -89,7 +103,7 @@ class Server:
         key = (url, agent_id, wants_v1)
         doc = self._cards.get(key)
         if doc is None:
-            card = build_card(self.app.agents[agent_id], url, self.settings.card)
+            card = self.agent_card(request, agent_id, root=root)
             doc = document(card_v1(card) if wants_v1 else card_v03(card), self.started_at)
             self._cards[key] = doc
         return doc
@@ -134,7 +148,8 @@ class Server:
     async def list_agents(self, request: Request) -> Response:
         cards = []
         for agent_id, agent in self.app.agents.items():
-            card = build_card(agent, self.agent_url(request, agent_id), self.settings.card)
+            card = build_card(agent, self.agent_url(request, agent_id), self.settings.card,
+                              grpc_address=self.grpc_address(request), tenant=agent_id)
             cards.append(card_v1(card))
         return Response(dumps({"agents": cards, "default": self.app.default_agent}), media_type="application/json")
 
@@ -147,9 +162,16 @@ class Server:
     @contextlib.asynccontextmanager
     async def lifespan(self, _app: Starlette) -> AsyncIterator[None]:
         await self.engine.recover()
+        grpc_server = None
+        if self.settings.grpc_port is not None:
+            from parley.server.grpc_server import start_grpc_server  # optional extra: parley[grpc]
+
+            grpc_server = await start_grpc_server(self, self.settings.grpc_host, self.settings.grpc_port)
         try:
             yield
         finally:
+            if grpc_server is not None:
+                await grpc_server.stop(grace=1.0)
             await self.engine.shutdown()
             await self.store.close()
 

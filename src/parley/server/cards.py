@@ -36,21 +36,29 @@ class CardOptions:
     documentation_url: str | None = None
 
 
-def interfaces(url: str) -> list[m.AgentInterface]:
-    """Every (binding, version) served at `url`, most preferred first."""
-    return [
+def interfaces(url: str, *, grpc_address: str | None = None, tenant: str | None = None) -> list[m.AgentInterface]:
+    """Every (binding, version) served for an agent, most preferred first.
+
+    gRPC has one address for all agents; the interface's `tenant` names the agent.
+    """
+    found = [
         m.AgentInterface(url=url, protocol_binding=JSONRPC, protocol_version="1.0"),
         m.AgentInterface(url=url, protocol_binding=JSONRPC, protocol_version="0.3"),
         m.AgentInterface(url=url, protocol_binding=HTTP_JSON, protocol_version="1.0"),
+        m.AgentInterface(url=url, protocol_binding=HTTP_JSON, protocol_version="0.3"),
     ]
+    if grpc_address is not None:
+        found.append(m.AgentInterface(url=grpc_address, protocol_binding=GRPC, protocol_version="1.0", tenant=tenant))
+    return found
 
 
-def build_card(agent: Agent, url: str, options: CardOptions) -> m.AgentCard:
-    """The 1.0 card of `agent`, served at `url`."""
+def build_card(agent: Agent, url: str, options: CardOptions, *, grpc_address: str | None = None,
+               tenant: str | None = None) -> m.AgentCard:
+    """The 1.0 card of `agent`, served at `url` (and at `grpc_address` over gRPC)."""
     return m.AgentCard(
         name=agent.name,
         description=agent.description,
-        supported_interfaces=interfaces(url),
+        supported_interfaces=interfaces(url, grpc_address=grpc_address, tenant=tenant),
         version=agent.version,
         capabilities=m.AgentCapabilities(
             streaming=options.streaming,

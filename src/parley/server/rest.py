@@ -15,6 +15,10 @@
 Errors are `google.rpc.Status` bodies with an `ErrorInfo` reason and the
 HTTP status of A2A 1.0 section 5.4. The route table is plain data so that
 matching a path is independent of Starlette.
+
+`RestEndpoint` is also the machinery of the A2A 0.3 HTTP+JSON binding
+(`server/rest_v03.py`), which subclasses it with its own route table, dialect
+and version rule; `{base}/v1/...` paths are dispatched there.
 """
 
 from __future__ import annotations
@@ -96,10 +100,22 @@ class MethodNotAllowed(A2AError):
         self.allowed = allowed
 
 
-def match(method: str, path: str) -> RestMatch:
+Routes = list[tuple[re.Pattern[str], dict[str, Operation]]]
+
+# A2A 0.3 HTTP+JSON paths carry this prefix below the agent's base URL; 1.0 dropped it.
+V03_PREFIX = "v1"
+
+
+def is_v03_path(path: str) -> bool:
+    """Whether a path below an agent's base URL belongs to the 0.3 binding (`v1` or `v1/...`)."""
+    path = path.strip("/")
+    return path == V03_PREFIX or path.startswith(V03_PREFIX + "/")
+
+
+def match(method: str, path: str, routes: Routes = ROUTES) -> RestMatch:
     """Find the operation for `method` on `path` (relative to the agent's base URL)."""
     path = path.strip("/")
-    for pattern, verbs in ROUTES:
+    for pattern, verbs in routes:
         found = pattern.fullmatch(path)
         if found is None:
             continue
@@ -111,18 +127,18 @@ def match(method: str, path: str) -> RestMatch:
     raise MethodNotFoundError(f"No A2A operation at /{path}")
 
 
-def query_params(request: Request) -> dict[str, Any]:
-    """Query parameters with the types the 1.0 request messages expect."""
+def query_params(request: Request, ints: set[str] = _INT_PARAMS, bools: set[str] = _BOOL_PARAMS) -> dict[str, Any]:
+    """Query parameters with the types the request messages expect (`ints`, `bools`; the rest are strings)."""
     out: dict[str, Any] = {}
     for key, value in request.query_params.items():
         if key == "A2A-Version":
             continue
-        if key in _INT_PARAMS:
+        if key in ints:
             try:
                 out[key] = int(value)
             except ValueError:
                 raise InvalidParamsError(f"Invalid params: query parameter `{key}` must be an integer") from None
-        elif key in _BOOL_PARAMS:
+        elif key in bools:
             if value not in ("true", "false"):
                 raise InvalidParamsError(f"Invalid params: query parameter `{key}` must be true or false")
             out[key] = value == "true"
@@ -131,61 +147,110 @@ def query_params(request: Request) -> dict[str, Any]:
     return out
 
 
+def status_obj(error: A2AError) -> dict[str, Any]:
+    """A google.rpc.Status error (as JSON-ready data) with an ErrorInfo detail."""
+    return {
+        "error": {
+            "code": error.http_status,
+            "status": error.grpc_status,
+            "message": error.message,
+            "details": [{"@type": ERROR_INFO, "reason": error.reason, "domain": ERROR_DOMAIN, "metadata": {}}],
+        }
+    }
+
+
 def status_body(error: A2AError) -> bytes:
     """A google.rpc.Status error body with an ErrorInfo detail."""
-    return dumps(
-        {
-            "error": {
-                "code": error.http_status,
-                "status": error.grpc_status,
-                "message": error.message,
-                "details": [{"@type": ERROR_INFO, "reason": error.reason, "domain": ERROR_DOMAIN, "metadata": {}}],
-            }
-        }
-    )
+    return dumps(status_obj(error))
 
 
 class RestEndpoint:
-    """Serves the A2A 1.0 HTTP+JSON binding for every hosted agent."""
+    """Serves the A2A 1.0 HTTP+JSON binding for every hosted agent (and dispatches 0.3's `/v1/...`).
+
+    Subclasses (the 0.3 binding) set `version`, `dialect`, `routes`, the typed
+    query parameters, and override `check_version`, `error_body` and `unary`.
+    """
+
+    version = "1.0"
+    dialect: Any = v1_0
+    routes: Routes = ROUTES
+    int_params: set[str] = _INT_PARAMS
+    bool_params: set[str] = _BOOL_PARAMS
 
     def __init__(self, service: A2AService, max_body_bytes: int) -> None:
         self.service = service
         self.max_body_bytes = max_body_bytes
+        self._v03: RestEndpoint | None = None
+
+    # --- A2A 0.3 HTTP+JSON dispatch: `{base}/v1/...` is served by server/rest_v03.py -------------
+
+    @property
+    def v03(self) -> RestEndpoint:
+        """The 0.3 HTTP+JSON endpoint sharing this endpoint's service."""
+        if self._v03 is None:
+            from parley.server.rest_v03 import RestV03Endpoint
+
+            self._v03 = RestV03Endpoint(self.service, self.max_body_bytes)
+        return self._v03
 
     async def handle(self, request: Request, agent_id: str, owner: str, path: str) -> Response:
-        """Route, decode, dispatch and encode one REST request."""
+        """Route one REST request: `v1/...` paths to the 0.3 binding, the rest to 1.0."""
+        if is_v03_path(path):
+            return await self.v03.serve(request, agent_id, owner, path)
+        return await self.serve(request, agent_id, owner, path)
+
+    # --- the shared machinery ---------------------------------------------------------------
+
+    async def serve(self, request: Request, agent_id: str, owner: str, path: str) -> Response:
+        """Match, decode, dispatch and encode one request of this endpoint's binding version."""
         media = _media_type(request)
         try:
-            found = match(request.method, path)
-            if negotiate_version(_version(request)) != "1.0":
-                raise VersionNotSupportedError(
-                    f"{request.method} /{path.strip('/')} is an A2A 1.0 HTTP+JSON operation but the request asks "
-                    "for 0.3 (no A2A-Version header); send the header `A2A-Version: 1.0`"
-                )
+            found = match(request.method, path, self.routes)
+            self.check_version(request, path)
             params = await self._params(request, found)
-            req = v1_0.decode(found.op, params)
-            ctx = CallContext(agent_id=agent_id, owner=owner, version="1.0", extensions=requested_extensions(request))
+            req = self.dialect.decode(found.op, params)
+            ctx = CallContext(
+                agent_id=agent_id, owner=owner, version=self.version, extensions=requested_extensions(request)
+            )
             if found.op.streams:
                 if found.op is Operation.SUBSCRIBE:
                     ctx.last_event_id = last_event_id(request)
                 events = await self.service.stream(ctx, found.op, req)
                 return StreamingResponse(self._sse(events), media_type="text/event-stream", headers=SSE_HEADERS)
-            result = await self.service.call(ctx, found.op, req)
+            result = await self.unary(request, ctx, found.op, req, path)
             if found.op is Operation.PUSH_DELETE:
                 return Response(b"{}", media_type=media)
-            encoded = v1_0.encode_result(found.op, result)
+            encoded = self.dialect.encode_result(found.op, result)
             return Response(dumps(encoded), media_type=media)
         except MethodNotAllowed as exc:
-            return Response(status_body(exc), status_code=405, media_type=media, headers={"Allow": ", ".join(exc.allowed)})
+            return Response(
+                self.error_body(exc), status_code=405, media_type=media, headers={"Allow": ", ".join(exc.allowed)}
+            )
         except A2AError as exc:
-            return Response(status_body(exc), status_code=exc.http_status, media_type=media)
+            return Response(self.error_body(exc), status_code=exc.http_status, media_type=media)
         except Exception:
             log.exception("unexpected error handling a REST request")
             err = InternalError()
-            return Response(status_body(err), status_code=500, media_type=media)
+            return Response(self.error_body(err), status_code=500, media_type=media)
+
+    def check_version(self, request: Request, path: str) -> None:
+        """Refuse requests that ask for another protocol version than this binding's."""
+        if negotiate_version(_version(request)) != "1.0":
+            raise VersionNotSupportedError(
+                f"{request.method} /{path.strip('/')} is an A2A 1.0 HTTP+JSON operation but the request asks "
+                "for 0.3 (no A2A-Version header); send the header `A2A-Version: 1.0`"
+            )
+
+    def error_body(self, error: A2AError) -> bytes:
+        """The error body of this binding."""
+        return status_body(error)
+
+    async def unary(self, request: Request, ctx: CallContext, op: Operation, req: Any, path: str) -> Any:
+        """Run a unary operation (the 0.3 binding answers its card route itself)."""
+        return await self.service.call(ctx, op, req)
 
     async def _params(self, request: Request, found: RestMatch) -> dict[str, Any]:
-        params: dict[str, Any] = query_params(request)
+        params: dict[str, Any] = query_params(request, self.int_params, self.bool_params)
         if request.method in ("POST", "PUT", "PATCH"):
             body = await read_body(request, self.max_body_bytes)
             if body.strip():
@@ -205,12 +270,12 @@ class RestEndpoint:
                 if entry is None:
                     yield KEEPALIVE_FRAME
                     continue
-                yield sse_frame(dumps(v1_0.encode_event(entry.event)), entry.seq)
+                yield sse_frame(dumps(self.dialect.encode_event(entry.event)), entry.seq)
         except A2AError as exc:
-            yield sse_frame(status_body(exc), event="error")
+            yield sse_frame(self.error_body(exc), event="error")
         except Exception:
             log.exception("REST stream failed")
-            yield sse_frame(status_body(InternalError()), event="error")
+            yield sse_frame(self.error_body(InternalError()), event="error")
 
 
 def _version(request: Request) -> str | None:

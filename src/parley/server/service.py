@@ -19,6 +19,7 @@ from parley.agents.base import Agent
 from parley.protocol.errors import (
     ContentTypeNotSupportedError,
     ExtendedCardNotConfiguredError,
+    InvalidParamsError,
     ExtensionSupportRequiredError,
     PushNotificationNotSupportedError,
     TaskNotFoundError,
@@ -53,6 +54,8 @@ class A2AService:
         """Run a unary operation; returns a canonical result."""
         e = self.engine
         if op is Operation.SEND:
+            if req.configuration is not None and (req.configuration.history_length or 0) < 0:
+                raise InvalidParamsError("Invalid params: `configuration.historyLength` must not be negative")
             self._check_message(ctx, req)
             sub = await e.submit(ctx.agent_id, ctx.owner, req)
             conf = req.configuration

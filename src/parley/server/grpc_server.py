@@ -1,0 +1,222 @@
+"""The gRPC binding of A2A 1.0 (`lf.a2a.v1.A2AService`), on grpc.aio.
+
+One gRPC server serves every agent of a Parley app, next to its HTTP server
+and on the same event loop, task engine and :class:`A2AService`:
+
+* **Agent selection**: the `tenant` field every 1.0 request carries names the
+  agent (`tenant: "echo"`); an empty tenant means the default agent. An
+  unknown tenant is NOT_FOUND. Cards advertise `GRPC` interfaces with
+  `url: "host:port"` and `tenant: <agent id>`, and clients (the a2a-sdk's
+  included) copy the interface's tenant into every request.
+* **Version**: the `a2a-version` metadata. The `lf.a2a.v1` service exists only
+  in A2A 1.0, so a call without it is taken as 1.0; any other value than 1.x
+  is VersionNotSupported (FAILED_PRECONDITION).
+* **Extensions**: the `a2a-extensions` metadata (comma-separated URIs).
+* **Resuming**: `SubscribeToTask` honours a `last-event-id` metadata entry
+  (replay the log after that sequence number), as `Last-Event-ID` does over
+  HTTP; gRPC has no per-message id, so nothing sends one back.
+* **Errors**: an A2AError aborts the call with its `grpc_status` and message,
+  and a `google.rpc.Status` (same code and message, one `google.rpc.ErrorInfo`
+  with the error's reason and domain `a2a-protocol.org`) in the
+  `grpc-status-details-bin` trailer (A2A 1.0 section 10.6). Requests that do
+  not validate are INVALID_ARGUMENT naming the field.
+
+Streams skip the engine's keep-alive ticks: HTTP/2 keeps the connection.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import grpc
+import grpc.aio
+from google.protobuf import any_pb2
+from google.rpc import error_details_pb2, status_pb2
+
+from parley.grpc import a2a_pb2_grpc, convert
+from parley.protocol.errors import (
+    A2AError,
+    InternalError,
+    InvalidRequestError,
+    MethodNotFoundError,
+    VersionNotSupportedError,
+)
+from parley.protocol.jsonrpc import negotiate_version
+from parley.protocol.operations import Operation
+from parley.server.service import CallContext
+
+if TYPE_CHECKING:
+    from parley.server.app import Server
+
+log = logging.getLogger("parley.grpc")
+
+ERROR_DOMAIN = "a2a-protocol.org"
+STATUS_DETAILS_KEY = "grpc-status-details-bin"
+VERSION_KEY = "a2a-version"
+EXTENSIONS_KEY = "a2a-extensions"
+LAST_EVENT_ID_KEY = "last-event-id"
+# Keep in step with parley.server.app.principal_of: without authentication everyone is `anonymous`.
+ANONYMOUS = "anonymous"
+
+
+def status_details(error: A2AError) -> bytes:
+    """The serialised google.rpc.Status (with an ErrorInfo) for `error`."""
+    code = grpc.StatusCode[error.grpc_status]
+    info = error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN)
+    detail = any_pb2.Any()
+    detail.Pack(info)
+    status = status_pb2.Status(code=code.value[0], message=error.message, details=[detail])
+    return status.SerializeToString()
+
+
+async def abort(context: grpc.aio.ServicerContext, error: A2AError) -> None:
+    """End the call with `error`'s status code, message and rich status trailer (raises)."""
+    code = grpc.StatusCode[error.grpc_status]
+    await context.abort(code, error.message, trailing_metadata=((STATUS_DETAILS_KEY, status_details(error)),))
+
+
+def _metadata(context: grpc.aio.ServicerContext, key: str) -> list[str]:
+    values = []
+    for k, v in context.invocation_metadata() or ():
+        if k.lower() == key:
+            values.append(v.decode("utf-8", "replace") if isinstance(v, bytes) else v)
+    return values
+
+
+class ParleyA2AServicer(a2a_pb2_grpc.A2AServiceServicer):
+    """`lf.a2a.v1.A2AService` over a Parley server's A2AService."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.service = server.service
+
+    # --- the RPCs ---------------------------------------------------------------
+
+    async def SendMessage(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._unary(Operation.SEND, request, context)
+
+    async def SendStreamingMessage(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        async for response in self._stream(Operation.STREAM, request, context):
+            yield response
+
+    async def GetTask(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._unary(Operation.GET, request, context)
+
+    async def ListTasks(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._unary(Operation.LIST, request, context)
+
+    async def CancelTask(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._unary(Operation.CANCEL, request, context)
+
+    async def SubscribeToTask(self, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        async for response in self._stream(Operation.SUBSCRIBE, request, context):
+            yield response
+
+    async def CreateTaskPushNotificationConfig(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._unary(Operation.PUSH_SET, request, context)
+
+    async def GetTaskPushNotificationConfig(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._unary(Operation.PUSH_GET, request, context)
+
+    async def ListTaskPushNotificationConfigs(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._unary(Operation.PUSH_LIST, request, context)
+
+    async def DeleteTaskPushNotificationConfig(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._unary(Operation.PUSH_DELETE, request, context)
+
+    async def GetExtendedAgentCard(self, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        return await self._unary(Operation.EXTENDED_CARD, request, context)
+
+    # --- shared -----------------------------------------------------------------
+
+    def _call_context(self, op: Operation, request: Any, context: grpc.aio.ServicerContext) -> CallContext:
+        versions = _metadata(context, VERSION_KEY)
+        if versions and negotiate_version(versions[-1]) != "1.0":
+            raise VersionNotSupportedError(
+                f"a2a-version {versions[-1]!r} is not supported by the gRPC binding, which is A2A 1.0 only"
+            )
+        extensions: set[str] = set()
+        for value in _metadata(context, EXTENSIONS_KEY):
+            extensions.update(u.strip() for u in value.split(",") if u.strip())
+        ctx = CallContext(
+            agent_id=self._agent(getattr(request, "tenant", "")),
+            owner=ANONYMOUS,
+            version="1.0",
+            extensions=frozenset(extensions),
+        )
+        if op is Operation.SUBSCRIBE:
+            ctx.last_event_id = _last_event_id(_metadata(context, LAST_EVENT_ID_KEY))
+        return ctx
+
+    def _agent(self, tenant: str) -> str:
+        app = self.server.app
+        if not tenant:
+            assert app.default_agent is not None
+            return app.default_agent
+        if tenant in app.agents:
+            return tenant
+        raise MethodNotFoundError(
+            f"No agent {tenant!r} is hosted here; the tenant names the agent ({', '.join(app.agents)}), "
+            "empty for the default one"
+        )
+
+    async def _unary(self, op: Operation, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            ctx = self._call_context(op, request, context)
+            req = convert.decode_request(op, request)
+            result = await self.service.call(ctx, op, req)
+            return convert.encode_result(op, result)
+        except A2AError as exc:
+            await abort(context, exc)
+        except Exception:
+            log.exception("unexpected error in gRPC %s", convert.RPCS[op])
+            await abort(context, InternalError())
+
+    async def _stream(self, op: Operation, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
+        events: Any = None
+        try:
+            ctx = self._call_context(op, request, context)
+            req = convert.decode_request(op, request)
+            events = await self.service.stream(ctx, op, req)
+            async for entry in events:
+                if entry is not None:
+                    yield convert.encode_event(entry.event)
+        except A2AError as exc:
+            await abort(context, exc)
+        except Exception:
+            log.exception("unexpected error in gRPC %s", convert.RPCS[op])
+            await abort(context, InternalError())
+        finally:
+            if events is not None:
+                await events.aclose()
+
+
+def _last_event_id(values: list[str]) -> int | None:
+    if not values or not values[-1].strip():
+        return None
+    raw = values[-1].strip()
+    if not raw.isdigit():
+        raise InvalidRequestError(f"Invalid request: last-event-id {raw!r} is not an event id of this server")
+    return int(raw)
+
+
+def create_grpc_server(server: Server, host: str, port: int) -> tuple[grpc.aio.Server, int]:
+    """A grpc.aio server for every agent of `server`, bound to host:port (not started); returns it and the port."""
+    limit = server.settings.max_body_bytes
+    grpc_server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit)])
+    a2a_pb2_grpc.add_A2AServiceServicer_to_server(ParleyA2AServicer(server), grpc_server)
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return grpc_server, grpc_server.add_insecure_port(address)
+
+
+async def start_grpc_server(server: Server, host: str, port: int) -> grpc.aio.Server:
+    """Start serving `server`'s agents over gRPC on host:port (call on the ASGI app's event loop).
+
+    Stop it with `await grpc_server.stop(grace)` before the engine shuts down.
+    """
+    grpc_server, bound = create_grpc_server(server, host, port)
+    await grpc_server.start()
+    log.info("gRPC (A2A 1.0) listening on %s:%d", host, bound)
+    return grpc_server

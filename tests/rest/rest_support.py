@@ -1,0 +1,456 @@
+"""Helpers for the HTTP+JSON (REST) suite: raw HTTP + SSE, a slow agent, the 0.3.26 venv, an SDK REST server.
+
+Kept out of a `conftest.py` on purpose: `tests/conftest.py` is imported as the
+top-level module `conftest`, and a second `conftest.py` here would replace it.
+Everything talks to real servers on 127.0.0.1 over HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from parley.agents.base import ArtifactChunk, RunContext
+from parley.agents.builtin import builtin_agents
+from parley.app import Parley, Settings
+from parley.protocol import models as m
+
+WAIT = 20.0  # the longest any single step may take before a test fails; never a pacing delay
+TIMEOUT = httpx.Timeout(WAIT)
+http = httpx.Client(timeout=TIMEOUT)
+
+ECHO_TEXT = "one two three four five six seven"
+ECHO_CHUNKS = ["one two three", " four five six", " seven"]
+SLOW_FIRST = "first chunk"
+SLOW_ARTIFACT_ID = "slow-output"
+
+V1 = {"A2A-Version": "1.0"}
+
+# The two HTTP+JSON bindings: the path prefix below an agent's base URL, and the headers to send.
+BINDINGS = {
+    "1.0": {"prefix": "", "headers": V1},
+    "0.3": {"prefix": "/v1", "headers": {}},
+}
+
+TERMINAL_10 = {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"}
+TERMINAL_03 = {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELLED", "TASK_STATE_REJECTED"}
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def uid(prefix: str = "m-") -> str:
+    return f"{prefix}{uuid.uuid4().hex[:12]}"
+
+
+# --- request bodies per binding ---------------------------------------------------------
+
+
+def message_body(binding: str, text: str, *, task_id: str | None = None, context_id: str | None = None,
+                 configuration: dict[str, Any] | None = None, message_id: str | None = None) -> dict[str, Any]:
+    """A SendMessageRequest body in the binding's shape (1.0 `parts`, 0.3 `content`)."""
+    msg: dict[str, Any] = {"messageId": message_id or uid(), "role": "ROLE_USER"}
+    msg["parts" if binding == "1.0" else "content"] = [{"text": text}]
+    if task_id:
+        msg["taskId"] = task_id
+    if context_id:
+        msg["contextId"] = context_id
+    body: dict[str, Any] = {"message": msg}
+    if configuration is not None:
+        body["configuration"] = configuration
+    return body
+
+
+def message_parts(binding: str, msg: dict[str, Any]) -> list[dict[str, Any]]:
+    return msg["parts" if binding == "1.0" else "content"]
+
+
+def text_of(binding: str, msg: dict[str, Any]) -> str:
+    return "".join(p.get("text", "") for p in message_parts(binding, msg))
+
+
+def artifact_text(task: dict[str, Any]) -> str:
+    return "".join(p.get("text", "") for a in task.get("artifacts", []) for p in a["parts"])
+
+
+def canceled_state(binding: str) -> str:
+    return "TASK_STATE_CANCELED" if binding == "1.0" else "TASK_STATE_CANCELLED"
+
+
+# --- raw HTTP and SSE ----------------------------------------------------------------------
+
+
+@dataclass
+class Frame:
+    """One SSE frame: its id, event name and JSON data."""
+
+    id: str | None
+    event: str | None
+    data: Any
+
+
+def parse_sse(lines: Iterator[str]) -> Iterator[Frame]:
+    """Frames from SSE lines (comments skipped), in order."""
+    fid = event = None
+    data: list[str] = []
+    for line in lines:
+        if line == "":
+            if data:
+                yield Frame(fid, event, json.loads("\n".join(data)))
+            fid = event = None
+            data = []
+            continue
+        if line.startswith(":"):
+            continue
+        key, _, value = line.partition(":")
+        value = value.removeprefix(" ")
+        if key == "id":
+            fid = value
+        elif key == "event":
+            event = value
+        elif key == "data":
+            data.append(value)
+    if data:
+        yield Frame(fid, event, json.loads("\n".join(data)))
+
+
+@contextlib.contextmanager
+def open_stream(method: str, url: str, **kwargs: Any) -> Iterator[tuple[httpx.Response, Iterator[Frame]]]:
+    """An open SSE response and an iterator of its frames (read as they arrive)."""
+    headers = {"Accept": "text/event-stream", **kwargs.pop("headers", {})}
+    with http.stream(method, url, headers=headers, **kwargs) as resp:
+        yield resp, parse_sse(resp.iter_lines())
+
+
+def sse(method: str, url: str, **kwargs: Any) -> tuple[httpx.Response, list[Frame]]:
+    """The whole SSE answer (until the server closes the stream)."""
+    with open_stream(method, url, **kwargs) as (resp, frames):
+        if not resp.headers.get("content-type", "").startswith("text/event-stream"):
+            resp.read()
+            return resp, []
+        return resp, list(frames)
+
+
+def error_reason(resp: httpx.Response) -> str:
+    """The ErrorInfo reason of a google.rpc.Status error body (and a check of its shape)."""
+    body = resp.json()
+    err = body["error"]
+    assert err["code"] == resp.status_code, body
+    assert isinstance(err["status"], str) and isinstance(err["message"], str) and err["message"], body
+    infos = [d for d in err["details"] if d.get("@type") == "type.googleapis.com/google.rpc.ErrorInfo"]
+    assert len(infos) == 1 and infos[0]["domain"] == "a2a-protocol.org", body
+    return infos[0]["reason"]
+
+
+# --- a slow agent a test controls -----------------------------------------------------------
+
+
+class Gate:
+    """A one-shot latch: agents `await gate.wait()`, any thread calls `gate.open()` (no polling)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._opened = False
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+
+    @property
+    def opened(self) -> bool:
+        return self._opened
+
+    def open(self) -> None:
+        with self._lock:
+            self._opened = True
+            waiters, self._waiters = self._waiters, []
+        for loop, event in waiters:
+            loop.call_soon_threadsafe(event.set)
+
+    async def wait(self, timeout: float = 120.0) -> None:
+        event = asyncio.Event()
+        entry = (asyncio.get_running_loop(), event)
+        with self._lock:
+            if self._opened:
+                return
+            self._waiters.append(entry)
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        finally:
+            with self._lock:
+                if entry in self._waiters:
+                    self._waiters.remove(entry)
+
+
+def slow_app(gate: Gate | None = None, *, push_notifications: bool = False) -> Parley:
+    """`slow` (default): one artifact chunk, then waits for `gate` (or to be canceled); `mirror`; echo; interviewer."""
+    gate = gate or Gate()
+    settings = Settings()
+    settings.card = type(settings.card)(push_notifications=push_notifications)
+    app = Parley(settings=settings)
+
+    @app.agent(id="slow", description="Emits a chunk, waits for a gate, then finishes")
+    async def slow(ctx: RunContext):
+        yield ArtifactChunk(
+            m.Artifact(artifact_id=SLOW_ARTIFACT_ID, name="response", parts=[m.Part(text=SLOW_FIRST)]),
+            append=False, last_chunk=False,
+        )
+        await gate.wait()
+        yield ArtifactChunk(
+            m.Artifact(artifact_id=SLOW_ARTIFACT_ID, name="response", parts=[m.Part(text=" second chunk")]),
+            append=True, last_chunk=True,
+        )
+
+    @app.agent(id="mirror", description="Answers with an artifact holding the parts it received",
+               input_modes=["*/*"], output_modes=["*/*"])
+    async def mirror(ctx: RunContext):
+        yield ArtifactChunk(m.Artifact(artifact_id="mirror", name="mirror", parts=list(ctx.message.parts)),
+                            append=False, last_chunk=True)
+
+    for agent in builtin_agents():
+        app.add_agent(agent)
+    return app
+
+
+def push_app() -> Parley:
+    """The built-in agents with push-notification configs enabled."""
+    settings = Settings()
+    settings.card = type(settings.card)(push_notifications=True)
+    app = Parley(settings=settings)
+    for agent in builtin_agents():
+        app.add_agent(agent)
+    return app
+
+
+# --- the a2a-sdk 0.3.26 virtualenv ----------------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+SDK03_VERSION = "0.3.26"
+SDK03_VENV = REPO / ".venv-sdk03"
+SDK03_LOCK = REPO / ".venv-sdk03.lock"
+SDK03_PYTHON = SDK03_VENV / "bin" / "python"
+SDK03_PIP_ARGS = [f"a2a-sdk[http-server]=={SDK03_VERSION}", "uvicorn"]
+DRIVER = Path(__file__).with_name("sdk03_rest_driver.py")
+
+
+def _clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    env["PYTHONNOUSERSITE"] = "1"
+    return env
+
+
+def _sdk03_ready() -> bool:
+    if not SDK03_PYTHON.exists():
+        return False
+    check = f"import importlib.metadata as m; assert m.version('a2a-sdk') == {SDK03_VERSION!r}; import httpx, a2a"
+    done = subprocess.run([str(SDK03_PYTHON), "-c", check], check=False, capture_output=True, timeout=120, env=_clean_env())
+    return done.returncode == 0
+
+
+def sdk03_unavailable(reason: str) -> None:
+    """Fail under CI=true, skip (with the reason) otherwise."""
+    if os.environ.get("CI", "").strip().lower() == "true":
+        pytest.fail(f"CI=true and the a2a-sdk {SDK03_VERSION} virtualenv could not be made: {reason}", pytrace=False)
+    pytest.skip(f"a2a-sdk {SDK03_VERSION} is not available (is the network down?): {reason}")
+
+
+def ensure_sdk03_python() -> Path:
+    """The python of `.venv-sdk03` with a2a-sdk 0.3.26, created on first use under an fcntl lock."""
+    if _sdk03_ready():
+        return SDK03_PYTHON
+    with open(SDK03_LOCK, "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if _sdk03_ready():
+                return SDK03_PYTHON
+            steps = []
+            if not SDK03_PYTHON.exists():
+                steps.append(["python3", "-m", "venv", str(SDK03_VENV)])
+            steps.append([str(SDK03_PYTHON), "-m", "pip", "install", "--disable-pip-version-check", "-q",
+                          *SDK03_PIP_ARGS])
+            for cmd in steps:
+                try:
+                    done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=900,
+                                          env=_clean_env())
+                except (OSError, subprocess.TimeoutExpired) as exc:
+                    sdk03_unavailable(f"`{' '.join(cmd)}` failed: {exc}")
+                if done.returncode != 0:
+                    sdk03_unavailable(f"`{' '.join(cmd)}` exited {done.returncode}:\n{(done.stderr or done.stdout)[-2000:]}")
+            if not _sdk03_ready():
+                sdk03_unavailable(f"{SDK03_PYTHON} has no a2a-sdk {SDK03_VERSION} after installing")
+            return SDK03_PYTHON
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def drive_sdk03(python: Path, base_url: str, scenario: str, *args: str) -> dict[str, Any]:
+    """Run one driver scenario; return its `result`, failing with the SDK's traceback if it raised."""
+    cmd = [str(python), str(DRIVER), base_url, scenario, *args]
+    try:
+        done = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=120, env=_clean_env())
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the a2a-sdk {SDK03_VERSION} REST driver did not finish {scenario!r}: {exc}")
+    lines = done.stdout.strip().splitlines()
+    assert lines, f"the driver printed nothing (exit {done.returncode}); stderr:\n{done.stderr}"
+    out = json.loads(lines[-1])
+    if "error" in out:
+        err = out["error"]
+        pytest.fail(f"a2a-sdk {SDK03_VERSION} raised in {scenario!r}: {err['type']} (HTTP {err['status']}): "
+                    f"{err['message']}\n{err['traceback']}")
+    assert done.returncode == 0, done.stderr
+    assert out["sdkVersion"] == SDK03_VERSION
+    return out["result"]
+
+
+# --- an official a2a-sdk 1.3 server with REST routes -------------------------------------------
+
+
+@dataclass
+class SdkRestServer:
+    """An a2a-sdk 1.3 server (REST 1.0 + 0.3 compat, and its card) running in a thread."""
+
+    url: str
+    stop_fn: Any = None
+    log: list[str] = field(default_factory=list)
+
+    def agent_url(self, agent: str) -> str:
+        return f"{self.url}/{agent}"
+
+    def stop(self) -> None:
+        if callable(self.stop_fn):
+            self.stop_fn()
+
+
+def build_sdk13_rest_app(base_url: str):
+    """`echo` (streams the text back in three artifact chunks) and `slow` (one chunk, then waits to be canceled).
+
+    Each agent has its own path with REST routes (1.0 at `/{agent}/...`, 0.3 at
+    `/{agent}/v1/...`) and a card listing HTTP+JSON 1.0 and 0.3.
+    """
+    from a2a.helpers import new_task_from_user_message
+    from a2a.server.agent_execution import AgentExecutor, RequestContext
+    from a2a.server.events import EventQueue
+    from a2a.server.request_handlers import DefaultRequestHandler
+    from a2a.server.routes import create_agent_card_routes, create_rest_routes
+    from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+    from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Part
+    from starlette.applications import Starlette
+
+    async def begin(context: RequestContext, event_queue: EventQueue) -> TaskUpdater:
+        if context.current_task is None:
+            await event_queue.enqueue_event(new_task_from_user_message(context.message))
+        return TaskUpdater(event_queue, context.task_id, context.context_id)
+
+    class Base(AgentExecutor):
+        async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+            await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
+
+    class Echo(Base):
+        async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+            updater = await begin(context, event_queue)
+            await updater.start_work()
+            words = context.get_user_input().split(" ")
+            pieces = [" ".join(words[i:i + 3]) for i in range(0, len(words), 3)]
+            for i, piece in enumerate(pieces):
+                await updater.add_artifact([Part(text=piece if i == 0 else " " + piece)], artifact_id="echo",
+                                           name="echo", append=i > 0, last_chunk=i == len(pieces) - 1)
+            await updater.complete()
+
+    class Slow(Base):
+        async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+            updater = await begin(context, event_queue)
+            await updater.start_work()
+            await updater.add_artifact([Part(text=SLOW_FIRST)], artifact_id="slow", name="slow", last_chunk=False)
+            await asyncio.Event().wait()  # until canceled
+
+    handlers = []
+    card_routes: list = []
+    rest_routes: list = []
+    for name, executor in {"echo": Echo(), "slow": Slow()}.items():
+        url = f"{base_url}/{name}"
+        card = AgentCard(
+            name=f"sdk13-rest-{name}",
+            description=f"a2a-sdk 1.3 REST test agent {name!r}",
+            version="1.0.0",
+            supported_interfaces=[
+                AgentInterface(url=url, protocol_binding="HTTP+JSON", protocol_version="1.0"),
+                AgentInterface(url=url, protocol_binding="HTTP+JSON", protocol_version="0.3"),
+            ],
+            capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+            default_input_modes=["text/plain"],
+            default_output_modes=["text/plain"],
+            skills=[AgentSkill(id=name, name=name, description=f"the {name} test agent", tags=["test"])],
+        )
+        handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card)
+        handlers.append(handler)
+        card_routes += create_agent_card_routes(card, card_url=f"/{name}/.well-known/agent-card.json")
+        rest_routes += [r for r in create_rest_routes(handler, enable_v0_3_compat=True, path_prefix=f"/{name}")
+                        if getattr(r, "path", "").startswith(f"/{name}/")]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):
+        yield
+        for handler in handlers:
+            with contextlib.suppress(Exception):
+                await handler.aclose()
+
+    # Card routes first: the SDK's REST routes include a catch-all tenant mount (see spec digest, section 6).
+    return Starlette(routes=card_routes + rest_routes, lifespan=lifespan)
+
+
+def start_sdk13_rest_server() -> SdkRestServer:
+    import uvicorn
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    config = uvicorn.Config(build_sdk13_rest_app(url), host="127.0.0.1", port=port, log_level="warning",
+                            lifespan="on", timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="sdk13-rest-server", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            raise RuntimeError("the a2a-sdk 1.3 REST test server did not start")
+        time.sleep(0.01)
+
+    def stop() -> None:
+        server.should_exit = True
+        thread.join(timeout=20)
+
+    return SdkRestServer(url=url, stop_fn=stop)
+
+
+# --- schema conformance: strict ProtoJSON parsing with the official generated classes ------------
+
+
+def assert_proto(binding: str, data: Any, message: str) -> None:
+    """`data` parses strictly (no unknown fields) as `message` of the binding's protobuf schema.
+
+    1.0: `lf.a2a.v1` from a2a-sdk 1.3; 0.3: the 0.3 `a2a.v1` schema the SDK ships for
+    its compat layer (the same schema the 0.3.26 SDK parses with).
+    """
+    from google.protobuf.json_format import ParseDict
+
+    if binding == "1.0":
+        from a2a.types import a2a_pb2 as pb
+    else:
+        from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb
+    ParseDict(data, getattr(pb, message)(), ignore_unknown_fields=False)
