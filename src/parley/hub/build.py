@@ -1,0 +1,161 @@
+"""Building a Parley app from a checked configuration (see :mod:`parley.hub.config`).
+
+Everything that can fail here (imports, environment variables, unreachable
+remote cards) is reported as a :class:`ConfigError` naming the key.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+from typing import Any
+
+from parley.agents.base import Agent, FunctionAgent
+from parley.agents.builtin import builtin_agents
+from parley.app import Parley, Settings
+from parley.hub.config import AgentConfig, Config, ConfigError
+from parley.protocol import models as m
+from parley.tasks.memory_store import MemoryTaskStore
+from parley.tasks.sqlite_store import SqliteTaskStore
+from parley.tasks.store import TaskStore
+
+
+def import_object(ref: str, path: str, key: str) -> Any:
+    """Import "package.module:attribute" or raise ConfigError naming the key."""
+    module_name, _, attr = ref.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as exc:  # ImportError, or an error raised while importing the user's module
+        raise ConfigError(path, key, f"cannot import {module_name!r}: {type(exc).__name__}: {exc}") from None
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ConfigError(path, key, f"module {module_name!r} has no attribute {attr!r}") from None
+    return obj
+
+
+def skills_of(cfg: AgentConfig) -> list[m.AgentSkill] | None:
+    """The card skills declared for an agent, or None to let the agent decide."""
+    if not cfg.skills:
+        return None
+    return [
+        m.AgentSkill(id=s.id, name=s.name, description=s.description, tags=list(s.tags),
+                     examples=list(s.examples) or None)
+        for s in cfg.skills
+    ]
+
+
+def python_agent(cfg: AgentConfig, path: str, key: str) -> Agent:
+    """An agent from an import path: an Agent, an async generator function, or a factory."""
+    assert cfg.entry is not None
+    obj = import_object(cfg.entry, path, f"{key}.entry")
+    if isinstance(obj, Agent):
+        agent = obj
+    elif inspect.isasyncgenfunction(obj):
+        agent = FunctionAgent(obj, id=cfg.id, name=cfg.name, description=cfg.description, skills=skills_of(cfg))
+    elif callable(obj):
+        try:
+            agent = obj()
+        except Exception as exc:
+            raise ConfigError(path, f"{key}.entry", f"calling {cfg.entry} failed: {type(exc).__name__}: {exc}") from None
+        if not isinstance(agent, Agent):
+            raise ConfigError(path, f"{key}.entry", f"{cfg.entry}() returned {type(agent).__name__}, not an Agent")
+    else:
+        raise ConfigError(path, f"{key}.entry",
+                          f"{cfg.entry} is a {type(obj).__name__}; expected an Agent, an async generator "
+                          "function or a factory returning an Agent")
+    agent.id = cfg.id
+    if cfg.name:
+        agent.name = cfg.name
+    if cfg.description:
+        agent.description = cfg.description
+    if cfg.skills:
+        agent.skills = skills_of(cfg) or agent.skills
+    return agent
+
+
+def llm_agent(cfg: AgentConfig, config: Config, key: str, extra_tools: list[Any] | None = None) -> Agent:
+    """An LLM agent from its declaration and the [llm] defaults."""
+    from parley.agents.llm import Limits, LLMAgent, OpenAICompatBackend
+    from parley.agents.tools.mcp import MCPTools
+
+    path = config.path
+    key_env = cfg.api_key_env or config.llm.api_key_env
+    api_key = None
+    if key_env:
+        api_key = os.environ.get(key_env)
+        if not api_key:
+            raise ConfigError(path, f"{key}.api_key_env", f"the environment variable {key_env} is not set")
+    model = cfg.model or config.llm.model
+    backend = OpenAICompatBackend(base_url=cfg.base_url or config.llm.base_url, api_key=api_key, model=model)
+    tools: list[Any] = []
+    for j, ref in enumerate(cfg.tools):
+        tools.append(import_object(ref, path, f"{key}.tools[{j}]"))
+    for j, ref in enumerate(cfg.client_tools):
+        tools.append(import_object(ref, path, f"{key}.client_tools[{j}]"))
+    for server in cfg.mcp:
+        if server.command:
+            tools.append(MCPTools.stdio(server.command[0], server.command[1:], env=server.env, prefix=server.prefix))
+        else:
+            assert server.url is not None
+            tools.append(MCPTools.http(server.url, prefix=server.prefix))
+    tools.extend(extra_tools or [])
+    limits = Limits()
+    if cfg.limits is not None:
+        for name in ("max_iterations", "max_tool_calls", "model_timeout", "tool_timeout", "token_budget"):
+            value = getattr(cfg.limits, name)
+            if value is not None:
+                setattr(limits, name, value)
+    try:
+        return LLMAgent(id=cfg.id, name=cfg.name, description=cfg.description, skills=skills_of(cfg),
+                        backend=backend, model=model, system_prompt=cfg.system_prompt, tools=tools, limits=limits)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(path, key, f"cannot build the agent: {exc}") from None
+
+
+def open_store(config: Config) -> TaskStore:
+    """The task store named by server.db ("memory" or a SQLite file)."""
+    if config.server.db == "memory":
+        return MemoryTaskStore()
+    try:
+        return SqliteTaskStore(config.server.db)
+    except Exception as exc:
+        raise ConfigError(config.path, "server.db", f"cannot open {config.server.db!r}: {exc}") from None
+
+
+def settings_of(config: Config) -> Settings:
+    """Server settings from [server]."""
+    s = config.server
+    return Settings(public_url=s.public_url, max_body_bytes=s.max_body_bytes)
+
+
+async def build_app(config: Config) -> Parley:
+    """A Parley app serving every agent the config declares."""
+    app = Parley(store=open_store(config), settings=settings_of(config))
+    builtins = {a.id: a for a in builtin_agents()}
+    if config.server.builtin_agents:
+        for agent in builtins.values():
+            app.add_agent(agent)
+    for i, cfg in enumerate(config.agents):
+        key = f"agents[{i}]"
+        if cfg.type == "builtin":
+            agent: Agent = builtins[cfg.id]
+        elif cfg.type == "python":
+            agent = python_agent(cfg, config.path, key)
+        elif cfg.type == "llm":
+            agent = llm_agent(cfg, config, key)
+        else:
+            agent = await remote_agent(cfg, config, key)
+        app.add_agent(agent)
+    if config.server.default_agent:
+        app.default_agent = config.server.default_agent
+    elif config.agents:
+        app.default_agent = config.agents[0].id
+    return app
+
+
+async def remote_agent(cfg: AgentConfig, config: Config, key: str) -> Agent:
+    """A remote A2A agent fronted by Parley (its card is fetched now)."""
+    raise ConfigError(config.path, f"{key}.type", "remote agents are not available in this build")
