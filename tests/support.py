@@ -26,10 +26,12 @@ def free_port() -> int:
 class LiveServer:
     """A uvicorn server running a Parley app in a background thread."""
 
-    def __init__(self, app: Parley, port: int | None = None) -> None:
+    def __init__(self, app: Parley, port: int | None = None, *, self_url: bool = False) -> None:
         self.parley = app
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        if self_url and app.settings.self_url is None:  # agents that delegate in-process reach the server here
+            app.settings.self_url = self.url
         config = uvicorn.Config(app.asgi(), host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)

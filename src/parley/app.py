@@ -46,6 +46,16 @@ class Parley:
         self.default_agent: str | None = None
         self.store = store
         self.settings = settings or Settings()
+        self._delegator = None
+
+    @property
+    def delegator(self):  # noqa: ANN201 - parley.hub.delegation.Delegator
+        """The delegator agents of this app use (`ctx.delegate(...)`); reads self_url at call time."""
+        if self._delegator is None:
+            from parley.hub.delegation import Delegator
+
+            self._delegator = Delegator.for_app(self)
+        return self._delegator
 
     def add_agent(self, agent: Agent, *, default: bool = False) -> Agent:
         """Host `agent` at `/a2a/{agent.id}`; the first one (or `default=True`) also owns `/`."""

@@ -388,6 +388,61 @@ async def tasks_watch(url: str, task_id: str,
             print_json(ev) if as_json else printer(ev)
 
 
+@app.command("trace")
+@run
+async def trace(url: str = typer.Argument(..., help="Agent URL (a Parley server's /a2a/{agent}, or its base URL)."),
+                task_id: str = typer.Argument(..., help="The task to trace."),
+                depth: Optional[int] = typer.Option(None, "--depth", help="Levels of delegation to show [default: 5]."),
+                as_json: bool = JsonOpt) -> None:
+    """Show a task and every task it delegated to (a Parley server's trace endpoint), with states and timings."""
+    import httpx
+    from rich.tree import Tree
+
+    target = f"{url.rstrip('/')}/tasks/{task_id}/trace"
+    async with httpx.AsyncClient(timeout=60) as http:
+        try:
+            resp = await http.get(target, params={"depth": depth} if depth is not None else None)
+        except httpx.HTTPError as exc:
+            raise ClientError(f"cannot reach {target}: {exc}") from None
+    if resp.status_code != 200:
+        try:
+            reason = resp.json().get("error") or ""
+        except ValueError:
+            reason = ""
+        raise ClientError(f"GET {target} answered HTTP {resp.status_code}" + (f": {reason}" if reason else ""))
+    data = resp.json()
+    if as_json:
+        out.print_json(json.dumps(data))
+        return
+
+    def label(node: dict[str, Any]) -> str:
+        colour = {"completed": "green", "failed": "red", "canceled": "yellow", "rejected": "red",
+                  "input-required": "magenta", "auth-required": "magenta"}.get(node.get("state") or "", "cyan")
+        text = f"[bold]{escape(str(node.get('agent') or '?'))}[/] [{colour}]{escape(str(node.get('state')))}[/]"
+        if node.get("durationSeconds") is not None:
+            text += f" {node['durationSeconds']:.3f}s"
+        text += f"  [dim]task {escape(str(node.get('taskId')))}"
+        if node.get("principal"):
+            text += f" by {escape(str(node['principal']))}"
+        if node.get("source") not in (None, "local"):
+            text += f" ({escape(str(node['source']))} {escape(str(node.get('url') or ''))})"
+        text += "[/]"
+        detail = node.get("error") or (node.get("message") if node.get("state") != "completed" else None)
+        if detail:
+            text += f"\n  {escape(str(detail))}"
+        if node.get("truncated"):
+            text += "\n  [dim]... (deeper delegations not shown; use --depth)[/]"
+        return text
+
+    def grow(tree: Tree, node: dict[str, Any]) -> None:
+        for child in node.get("children") or []:
+            grow(tree.add(label(child)), child)
+
+    root = Tree(label(data))
+    grow(root, data)
+    out.print(root, highlight=False)
+
+
 def main() -> None:
     """Entry point of the `parley` command."""
     app()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,6 +28,8 @@ def load_app(spec: str) -> Parley:
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise ServeError(f"--app must look like 'module:attribute', got {spec!r}")
+    if os.getcwd() not in sys.path:  # like uvicorn: modules next to where the server starts
+        sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

@@ -60,6 +60,25 @@ class RunContext:
     owner: str
     metadata: dict[str, Any] | None = None
     checkpoint: dict[str, Any] | None = None  # the agent's last checkpoint, when resuming
+    delegator: Any = None  # parley.hub.delegation.Delegator of the server, if any
+
+    def delegate(self, target: str, message: Any = None, **options: Any) -> Any:
+        """Hand this turn to another A2A agent (an agent id of this server, a path or a URL).
+
+        Use as `async for out in ctx.delegate("billing"): yield out`; see
+        :class:`parley.hub.delegation.Delegator` for what is relayed and the options.
+        """
+        if self.delegator is None:
+            raise RuntimeError("this server has no delegator (serve the agent with parley.Parley)")
+        return self.delegator.delegate(self, target, message, **options)
+
+    def resume_delegation(self, message: Any = None, **options: Any) -> Any:
+        """Forward the user's answer to the delegated task that asked for it, if any (else None)."""
+        from parley.hub.delegation import Delegator
+
+        if self.delegator is None or Delegator.pending(self) is None:
+            return None
+        return self.delegator.resume(self, message, **options)
 
     @property
     def text(self) -> str:

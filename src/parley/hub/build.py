@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import sys
 from typing import Any
 
 from parley.agents.base import Agent, FunctionAgent
@@ -24,6 +25,8 @@ from parley.tasks.store import TaskStore
 def import_object(ref: str, path: str, key: str) -> Any:
     """Import "package.module:attribute" or raise ConfigError naming the key."""
     module_name, _, attr = ref.partition(":")
+    if os.getcwd() not in sys.path:  # like uvicorn: modules next to where the server starts
+        sys.path.insert(0, os.getcwd())
     try:
         obj: Any = importlib.import_module(module_name)
     except Exception as exc:  # ImportError, or an error raised while importing the user's module
@@ -132,12 +135,22 @@ def settings_of(config: Config) -> Settings:
 
 
 async def build_app(config: Config) -> Parley:
-    """A Parley app serving every agent the config declares."""
+    """A Parley app serving every agent the config declares, with its routes and delegations.
+
+    Every agent that has routing rules or may delegate is wrapped in a RoutedAgent, so its
+    delegated calls carry its task as `referenceTaskIds` and appear in its trace.
+    """
+    from parley.hub.routing import RoutedAgent, RoutingRule, delegate_tool
+
     app = Parley(store=open_store(config), settings=settings_of(config))
+    delegator = app.delegator
     builtins = {a.id: a for a in builtin_agents()}
+    agents: dict[str, Agent] = {}
     if config.server.builtin_agents:
-        for agent in builtins.values():
-            app.add_agent(agent)
+        agents.update(builtins)
+    descriptions = {a.id: a.description or a.id for a in builtins.values()}
+    for cfg in config.agents:
+        descriptions[cfg.id] = cfg.description or cfg.name or cfg.id
     for i, cfg in enumerate(config.agents):
         key = f"agents[{i}]"
         if cfg.type == "builtin":
@@ -145,9 +158,21 @@ async def build_app(config: Config) -> Parley:
         elif cfg.type == "python":
             agent = python_agent(cfg, config.path, key)
         elif cfg.type == "llm":
-            agent = llm_agent(cfg, config, key)
+            allowed = {target: (target, descriptions[target]) for target in cfg.delegates}
+            extra = [delegate_tool(allowed, delegator)] if allowed else []
+            agent = llm_agent(cfg, config, key, extra_tools=extra)
         else:
-            agent = await remote_agent(cfg, config, key)
+            agent = await remote_agent(cfg, config, key, delegator)
+        agents[cfg.id] = agent
+    rules = [
+        RoutingRule(r.from_, r.to, keywords=r.keywords, regex=r.regex, tags=r.tags, priority=r.priority)
+        for r in config.routes
+    ]
+    for agent_id, agent in agents.items():
+        own = [r for r in rules if r.applies_to(agent_id)]
+        delegates = next((c.delegates for c in config.agents if c.id == agent_id), [])
+        if own or delegates:
+            agent = RoutedAgent(agent, own, delegator=delegator)
         app.add_agent(agent)
     if config.server.default_agent:
         app.default_agent = config.server.default_agent
@@ -156,6 +181,14 @@ async def build_app(config: Config) -> Parley:
     return app
 
 
-async def remote_agent(cfg: AgentConfig, config: Config, key: str) -> Agent:
-    """A remote A2A agent fronted by Parley (its card is fetched now)."""
-    raise ConfigError(config.path, f"{key}.type", "remote agents are not available in this build")
+async def remote_agent(cfg: AgentConfig, config: Config, key: str, delegator: Any) -> Agent:
+    """A remote A2A agent fronted by Parley (its card is fetched now, so a typo fails at start-up)."""
+    from parley.client.errors import ClientError
+    from parley.hub.remote import RemoteAgent
+
+    assert cfg.card_url is not None
+    try:
+        return await RemoteAgent.load(cfg.id, cfg.card_url, name=cfg.name, description=cfg.description,
+                                      skills=skills_of(cfg), delegator=delegator)
+    except ClientError as exc:
+        raise ConfigError(config.path, f"{key}.card_url", f"cannot load the remote agent's card: {exc}") from None

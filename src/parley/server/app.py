@@ -6,6 +6,7 @@
     *    /a2a/{agent_id}/...                 HTTP+JSON (REST) of one agent (see server/rest.py)
     *    /... and /{agent_id}/...            HTTP+JSON of the default agent, and the tenant form
     GET  /a2a/{agent_id}/.well-known/agent-card.json
+    GET  /a2a/{agent_id}/tasks/{id}/trace    delegation tree of a task (and /tasks/{id}/trace)
     GET  /agents                             the cards of all hosted agents
     GET  /healthz                            liveness
     GET  /                                   dashboard
@@ -59,7 +60,8 @@ class Server:
         self.app = app
         self.settings = app.settings
         self.store = app.store or MemoryTaskStore()
-        self.engine = TaskEngine(self.store, app.agents, keepalive=app.settings.keepalive_seconds)
+        self.engine = TaskEngine(self.store, app.agents, keepalive=app.settings.keepalive_seconds,
+                                 delegator=app.delegator)
         self.service = A2AService(
             self.engine,
             push_notifications=app.settings.card.push_notifications,
@@ -153,6 +155,25 @@ class Server:
             cards.append(card_v1(card))
         return Response(dumps({"agents": cards, "default": self.app.default_agent}), media_type="application/json")
 
+    async def trace(self, request: Request) -> Response:
+        """GET [/a2a/{agent_id}]/tasks/{task_id}/trace: the task's delegation tree (see parley.hub.trace)."""
+        from parley.hub.trace import parse_depth, task_trace
+
+        agent_id = request.path_params.get("agent_id") or self.app.default_agent
+        assert agent_id is not None
+        if agent_id not in self.app.agents:
+            return _unknown_agent(agent_id)
+        try:
+            depth = parse_depth(request.query_params.get("depth"))
+        except ValueError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        task_id = request.path_params["task_id"]
+        tree = await task_trace(self.store, agent_id, principal_of(request), task_id,
+                                self.agent_url(request, agent_id), depth)
+        if tree is None:
+            return JSONResponse({"error": f"task {task_id!r} not found"}, status_code=404)
+        return JSONResponse(tree)
+
     async def dashboard(self, request: Request) -> Response:
         return HTMLResponse(render_dashboard(self, request))
 
@@ -227,6 +248,8 @@ def create_app(app: Parley) -> Starlette:
         Route("/a2a/{agent_id}/.well-known/agent.json", server.card_agent, methods=["GET"]),
         Route("/agents", server.list_agents, methods=["GET"]),
         Route("/healthz", server.healthz, methods=["GET"]),
+        Route("/tasks/{task_id}/trace", server.trace, methods=["GET"]),
+        Route("/a2a/{agent_id}/tasks/{task_id}/trace", server.trace, methods=["GET"]),
         Route("/a2a/{agent_id}/{rest:path}", server.rest_agent, methods=REST_VERBS),
         Route("/{rest:path}", server.rest_root, methods=REST_VERBS),
     ]

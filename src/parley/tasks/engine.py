@@ -32,6 +32,7 @@ log = logging.getLogger("parley.engine")
 RESTART_MESSAGE = "The server stopped while this task was running; it was not resumed. Send the request again."
 RESUME_MESSAGE = "Resumed from the last checkpoint after a server restart."
 CHECKPOINT = "internal:checkpoint"
+DELEGATION = "internal:delegation"  # {url, agent, taskId, contextId}: a child task, kept as a link for traces
 KEEPALIVE_SECONDS = 15.0
 
 Observer = Callable[[str, InternalEvent], None]
@@ -49,6 +50,9 @@ class Run:
     aio: asyncio.Task | None = None
     done: bool = False
     cancel_requested: dict | None = None
+    unflushed: list[Entry] = field(default_factory=list)
+    flush_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    flush_scheduled: bool = False
     text_artifact: str | None = None
     text_started: bool = False
     pending_text: str | None = None
@@ -83,13 +87,16 @@ class TaskEngine:
         *,
         keepalive: float = KEEPALIVE_SECONDS,
         observers: list[Observer] | None = None,
+        delegator: object | None = None,
     ) -> None:
         self.store = store
         self.agents = agents
         self.keepalive = keepalive
         self.observers: list[Observer] = observers or []
+        self.delegator = delegator
         self.runs: dict[str, Run] = {}
         self._submitting: dict[tuple[str, str, str], asyncio.Future[Submission]] = {}
+        self._flushes: set[asyncio.Task] = set()
 
     # --- writing -----------------------------------------------------------
 
@@ -107,13 +114,46 @@ class TaskEngine:
             entries.append(Entry(rec.seq, ev))
             apply(rec.task, ev)
         rec.updated_at = time.time()
-        await self.store.append(rec.task.id, entries, rec.task, rec.updated_at)
+        run.unflushed.extend(entries)
+        settled = is_settled(rec.task.status.state)
+        if settled:
+            await self._flush(run)  # a settled state is durable before anyone hears of it
+        else:
+            self._flush_soon(run)
         run.entries.extend(entries)
-        if is_settled(rec.task.status.state):
+        if settled:
             run.settled.set()
             if self.runs.get(rec.task.id) is run:  # a settled task takes new messages at once
                 del self.runs[rec.task.id]
         run.notify()
+
+    async def _flush(self, run: Run) -> None:
+        """Write the run's unwritten entries and its snapshot in one store transaction."""
+        async with run.flush_lock:
+            if not run.unflushed:
+                return
+            batch, run.unflushed = run.unflushed, []
+            rec = run.record
+            await self.store.append(rec.task.id, batch, rec.task, rec.updated_at)
+
+    def _flush_soon(self, run: Run) -> None:
+        """Group commit: entries appended in the same event-loop turn share one transaction."""
+        if run.flush_scheduled:
+            return
+        run.flush_scheduled = True
+
+        def start() -> None:
+            run.flush_scheduled = False
+            task = asyncio.ensure_future(self._flush(run))
+            self._flushes.add(task)
+            task.add_done_callback(self._flush_done)
+
+        asyncio.get_running_loop().call_soon(start)
+
+    def _flush_done(self, task: asyncio.Task) -> None:
+        self._flushes.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("writing task events failed", exc_info=task.exception())
 
     def _status(self, task: m.Task, state: m.TaskState, text: str | None = None, parts: list[m.Part] | None = None,
                 metadata: dict | None = None) -> m.TaskStatusUpdateEvent:
@@ -189,7 +229,9 @@ class TaskEngine:
             metadata=req.metadata,
         )
         now = time.time()
-        rec = TaskRecord(task=task, agent_id=agent.id, owner=owner, seq=1, created_at=now, updated_at=now)
+        parent = msg.reference_task_ids[0] if msg.reference_task_ids else None  # who delegated this task, if anyone
+        rec = TaskRecord(task=task, agent_id=agent.id, owner=owner, seq=1, created_at=now, updated_at=now,
+                         parent_task_id=parent)
         first = Entry(1, copy(task))
         await self.store.create(rec, first, msg.message_id)
         run = Run(rec)
@@ -239,6 +281,7 @@ class TaskEngine:
             owner=run.record.owner,
             metadata=metadata,
             checkpoint=checkpoint,
+            delegator=self.delegator,
         )
         self.runs[task.id] = run
         run.aio = asyncio.create_task(self._drive(run, agent, ctx, first_turn), name=f"parley-task-{task.id}")
@@ -256,6 +299,9 @@ class TaskEngine:
                 async for out in gen:
                     if isinstance(out, InternalEvent) and out.kind == CHECKPOINT:
                         await self.store.put_checkpoint(task.id, out.data.get("state") or {})
+                    elif isinstance(out, InternalEvent) and out.kind == DELEGATION and out.data.get("taskId"):
+                        d = out.data
+                        await self.store.add_link(task.id, str(d.get("url") or ""), str(d["taskId"]), d.get("agent"))
                     async with run.lock:
                         events = self._convert(run, out)
                         if events:
@@ -295,6 +341,7 @@ class TaskEngine:
             log.exception("agent %s failed on task %s", agent.id, task.id)
             await self._fail(run, f"Agent {agent.id} failed: {type(exc).__name__}: {exc}")
         finally:
+            await self._flush(run)
             if is_terminal(run.task.status.state):
                 await self.store.delete_checkpoint(task.id)
             run.done = True
@@ -497,11 +544,12 @@ class TaskEngine:
         return failed
 
     async def shutdown(self) -> None:
-        """Cancel every running agent (used when the server stops)."""
+        """Cancel every running agent and write what is still unwritten (used when the server stops)."""
         tasks = [run.aio for run in self.runs.values() if run.aio is not None]
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*list(self._flushes), return_exceptions=True)
 
 
 def _state_name(state: m.TaskState) -> str:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from parley.protocol import models as m
 from parley.tasks.log import Entry
-from parley.tasks.store import TaskPage, TaskQuery, TaskRecord, TaskStore, page_of
+from parley.tasks.store import TaskLink, TaskPage, TaskQuery, TaskRecord, TaskStore, page_of
 
 
 class MemoryTaskStore(TaskStore):
@@ -18,6 +19,7 @@ class MemoryTaskStore(TaskStore):
         self._messages: dict[tuple[str, str, str], str] = {}
         self._push: dict[str, dict[str, m.TaskPushNotificationConfig]] = {}
         self._checkpoints: dict[str, dict[str, Any]] = {}
+        self._links: dict[str, list[TaskLink]] = {}
 
     async def create(self, record: TaskRecord, first: Entry, message_id: str) -> None:
         self._tasks[record.task.id] = record
@@ -70,3 +72,11 @@ class MemoryTaskStore(TaskStore):
 
     async def delete_checkpoint(self, task_id: str) -> None:
         self._checkpoints.pop(task_id, None)
+
+    async def add_link(self, parent_task_id: str, child_url: str, child_task_id: str, agent: str | None) -> None:
+        links = self._links.setdefault(parent_task_id, [])
+        if not any(k.child_url == child_url and k.child_task_id == child_task_id for k in links):
+            links.append(TaskLink(parent_task_id, child_url, child_task_id, agent, time.time()))
+
+    async def links(self, task_id: str) -> list[TaskLink]:
+        return list(self._links.get(task_id, []))

@@ -8,6 +8,7 @@ a local WAL write costs tens of microseconds, less than a thread hop.
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import msgspec
 
 from parley.protocol import models as m
 from parley.tasks.log import Entry
-from parley.tasks.store import TaskPage, TaskQuery, TaskRecord, TaskStore
+from parley.tasks.store import TaskLink, TaskPage, TaskQuery, TaskRecord, TaskStore
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
@@ -50,6 +51,14 @@ CREATE TABLE IF NOT EXISTS message_ids (
 CREATE TABLE IF NOT EXISTS checkpoints (
     task_id TEXT PRIMARY KEY,
     state BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS task_links (
+    parent_task_id TEXT NOT NULL,
+    child_url TEXT NOT NULL,
+    child_task_id TEXT NOT NULL,
+    agent TEXT,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (parent_task_id, child_url, child_task_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS push_configs (
     task_id TEXT NOT NULL,
@@ -238,6 +247,21 @@ class SqliteTaskStore(TaskStore):
     async def delete_checkpoint(self, task_id: str) -> None:
         with self._db:
             self._db.execute("DELETE FROM checkpoints WHERE task_id=?", (task_id,))
+
+    async def add_link(self, parent_task_id: str, child_url: str, child_task_id: str, agent: str | None) -> None:
+        with self._db:
+            self._db.execute(
+                "INSERT OR IGNORE INTO task_links VALUES (?,?,?,?,?)",
+                (parent_task_id, child_url, child_task_id, agent, time.time()),
+            )
+
+    async def links(self, task_id: str) -> list[TaskLink]:
+        rows = self._db.execute(
+            "SELECT parent_task_id, child_url, child_task_id, agent, created_at FROM task_links "
+            "WHERE parent_task_id=? ORDER BY created_at, child_task_id",
+            (task_id,),
+        ).fetchall()
+        return [TaskLink(*row) for row in rows]
 
     async def close(self) -> None:
         self._db.close()

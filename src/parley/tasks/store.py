@@ -34,6 +34,17 @@ class TaskRecord:
 
 
 @dataclass(slots=True)
+class TaskLink:
+    """A task this task delegated to (over A2A): where it lives and its id there."""
+
+    parent_task_id: str
+    child_url: str
+    child_task_id: str
+    agent: str | None = None
+    created_at: float = 0.0
+
+
+@dataclass(slots=True)
 class TaskQuery:
     """A ListTasks query, already checked (see :func:`make_query`)."""
 
@@ -168,6 +179,14 @@ class TaskStore(ABC):
     @abstractmethod
     async def delete_checkpoint(self, task_id: str) -> None:
         """Forget a task's checkpoint (once the task is finished)."""
+
+    @abstractmethod
+    async def add_link(self, parent_task_id: str, child_url: str, child_task_id: str, agent: str | None) -> None:
+        """Record that a task delegated to `child_task_id` at `child_url` (idempotent)."""
+
+    @abstractmethod
+    async def links(self, task_id: str) -> list[TaskLink]:
+        """The tasks `task_id` delegated to, oldest first."""
 
     async def close(self) -> None:
         """Release resources."""

@@ -1,0 +1,84 @@
+"""`RemoteAgent`: a remote A2A agent hosted as one of this server's agents.
+
+    billing = await RemoteAgent.load("billing", "https://billing.example.com/.well-known/agent-card.json")
+    app.add_agent(billing)
+
+Its card (name, description, skills, modes) comes from the remote card; every turn
+is delegated to the remote agent over A2A (see :mod:`parley.hub.delegation`), so
+clients of this server see the remote's progress, artifacts and result, and its
+follow-up questions: a continuation turn goes to the remote task through the
+checkpoint. Canceling the local task cancels the remote one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import aclosing
+
+import httpx
+
+from parley.agents.base import Agent, AgentOutput, RunContext
+from parley.client.card import fetch_card
+from parley.hub.delegation import WELL_KNOWN_SUFFIXES, Delegator, Relay
+from parley.protocol import models as m
+
+
+def agent_url_of(card_url: str) -> str:
+    """The agent URL a card URL belongs to (the card URL without its well-known suffix)."""
+    for suffix in WELL_KNOWN_SUFFIXES:
+        if card_url.endswith(suffix):
+            return card_url[: -len(suffix)] or card_url
+    return card_url
+
+
+class RemoteAgent(Agent):
+    """Fronts the A2A agent whose card is at `card_url` (or the agent URL itself).
+
+    Args:
+        id: the local agent id (`/a2a/{id}` on this server).
+        card_url: the remote card's URL, or the remote agent's URL.
+        card: the remote card, if already fetched (see :meth:`load`); without it the
+            local card uses `name`/`description`/`skills` or generic values.
+        name, description, skills: override what the remote card says.
+        delegator: makes the calls (default `Delegator()`; give `Delegator.for_app(app)`
+            so the chain names this server's URL).
+        relay: how the remote's artifacts are relayed ("same" keeps their ids).
+    """
+
+    def __init__(self, id: str, card_url: str, *, card: m.AgentCard | None = None, name: str | None = None,
+                 description: str | None = None, skills: list[m.AgentSkill] | None = None,
+                 delegator: Delegator | None = None, relay: Relay = "same") -> None:
+        self.id = id
+        self.card_url = card_url
+        self.url = agent_url_of(card_url)
+        self.remote_card = card
+        self.name = name or (card.name if card else id)
+        self.description = description or (card.description if card else f"The remote agent at {self.url}")
+        self.skills = skills or (list(card.skills) if card and card.skills else [
+            m.AgentSkill(id=id, name=self.name, description=self.description, tags=["remote"])])
+        self.version = (card.version if card and card.version else "1.0.0")
+        self.input_modes = list(card.default_input_modes) if card and card.default_input_modes else ["text/plain"]
+        self.output_modes = list(card.default_output_modes) if card and card.default_output_modes else ["text/plain"]
+        self.extensions = []
+        self.delegator = delegator or Delegator()
+        self.relay: Relay = relay
+
+    @classmethod
+    async def load(cls, id: str, card_url: str, *, name: str | None = None, description: str | None = None,
+                   skills: list[m.AgentSkill] | None = None, delegator: Delegator | None = None,
+                   relay: Relay = "same", headers: Mapping[str, str] | None = None,
+                   timeout: float = 10.0) -> RemoteAgent:
+        """Fetch the remote card and build the agent; raises `parley.client.ClientError` if unreachable."""
+        async with httpx.AsyncClient(timeout=timeout, headers=dict(headers or {}) or None) as http:
+            card = await fetch_card(http, card_url)
+        return cls(id, card_url, card=card, name=name, description=description, skills=skills,
+                   delegator=delegator, relay=relay)
+
+    async def run(self, ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        if Delegator.pending(ctx):  # the user answered the remote's question: continue the remote task
+            call = self.delegator.resume(ctx, relay=self.relay)
+        else:
+            call = self.delegator.delegate(ctx, self.url, ctx.message, name=self.name, relay=self.relay)
+        async with aclosing(call):
+            async for out in call:
+                yield out
