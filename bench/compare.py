@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import platform
@@ -36,7 +37,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -61,8 +62,18 @@ LATENCY_SCENARIOS = [
     ("stream-1.0@c1", "stream", "1.0"),
 ]
 PACKAGES = [
-    "parley", "a2a-sdk", "starlette", "uvicorn", "uvloop", "httptools", "msgspec", "sse-starlette",
-    "protobuf", "pydantic", "aiohttp", "httpx",
+    "parley",
+    "a2a-sdk",
+    "starlette",
+    "uvicorn",
+    "uvloop",
+    "httptools",
+    "msgspec",
+    "sse-starlette",
+    "protobuf",
+    "pydantic",
+    "aiohttp",
+    "httpx",
 ]
 
 
@@ -76,22 +87,26 @@ def free_port() -> int:
 
 
 class ServerProc:
-    def __init__(self, name: str, cmd: list[str], port: int, log: Path) -> None:
-        self.name, self.cmd, self.port, self.log_path = name, cmd, port, log
+    def __init__(self, name: str, cmd: list[str], port: int, log: Path, env: dict[str, str] | None = None) -> None:
+        self.name, self.cmd, self.port, self.log_path, self.env = name, cmd, port, log, env or {}
         self.url = f"http://127.0.0.1:{port}/"
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(self.cmd, stdout=self._log, stderr=subprocess.STDOUT, cwd=HERE.parent)
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            self.cmd, stdout=self._log, stderr=subprocess.STDOUT, cwd=HERE.parent, env={**os.environ, **self.env}
+        )
         deadline = time.time() + 30
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise SystemExit(f"{self.name} server exited at start; see {self.log_path}")
-            with contextlib.suppress(OSError):
-                with urllib.request.urlopen(self.url + ".well-known/agent-card.json", timeout=2) as r:
-                    if r.status == 200:
-                        return
+            with (
+                contextlib.suppress(OSError),
+                urllib.request.urlopen(self.url + ".well-known/agent-card.json", timeout=2) as r,
+            ):
+                if r.status == 200:
+                    return
             time.sleep(0.2)
         raise SystemExit(f"{self.name} server did not answer within 30 s; see {self.log_path}")
 
@@ -124,16 +139,28 @@ class ServerProc:
 # ----------------------------------------------------------------------------- runs
 
 
-def loadgen(url: str, scenario: str, protocol: str, *, concurrency: int, duration: float, warmup: float,
-            server_pid: int | None) -> dict[str, Any]:
+def loadgen(
+    url: str, scenario: str, protocol: str, *, concurrency: int, duration: float, warmup: float, server_pid: int | None
+) -> dict[str, Any]:
     cmd = [
-        sys.executable, str(HERE / "loadgen.py"), url, "--scenario", scenario, "--protocol", protocol,
-        "--concurrency", str(concurrency), "--duration", str(duration), "--warmup", str(warmup),
+        sys.executable,
+        str(HERE / "loadgen.py"),
+        url,
+        "--scenario",
+        scenario,
+        "--protocol",
+        protocol,
+        "--concurrency",
+        str(concurrency),
+        "--duration",
+        str(duration),
+        "--warmup",
+        str(warmup),
+        "--compact",
     ]
     if server_pid:
         cmd += ["--server-pid", str(server_pid)]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + warmup + 120,
-                         env={**os.environ, "LOADGEN_COMPACT": "1"})
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=duration + warmup + 120, check=False)
     if res.returncode != 0:
         return {"failed": True, "returncode": res.returncode, "stderr": res.stderr[-2000:], "cmd": cmd}
     out = json.loads(res.stdout)
@@ -155,19 +182,53 @@ def median_of(runs: list[dict], path: str) -> float | None:
     return statistics.median(vals) if vals else None
 
 
+def paired_ratios(runs: list[dict], path: str, higher_better: bool) -> list[float]:
+    """Per repeat, Parley vs SDK measured back to back: the ratio (> 1 = Parley better)."""
+    out = []
+    for rep in sorted({r["repeat"] for r in runs}):
+        pair = {r["server"]: get(r, path) for r in runs if r["repeat"] == rep and not r.get("failed")}
+        p, s = pair.get("parley"), pair.get("sdk")
+        if p and s:
+            out.append(p / s if higher_better else s / p)
+    return out
+
+
 def summarise(runs: list[dict]) -> dict[str, Any]:
     ok = [r for r in runs if not r.get("failed")]
-    s: dict[str, Any] = {"runs": len(runs), "failed_runs": len(runs) - len(ok),
-                         "errors": sum(r.get("errors", 0) for r in ok),
-                         "requests": sum(r.get("requests", 0) for r in ok)}
-    for path in ("rps", "latency_ms.p50", "latency_ms.p90", "latency_ms.p99", "ttfe_ms.p50", "ttfe_ms.p90",
-                 "ttfe_ms.p99", "events_per_s", "server_cpu_us_per_request", "server_cpu_util", "client_cpu_util"):
+    s: dict[str, Any] = {
+        "runs": len(runs),
+        "failed_runs": len(runs) - len(ok),
+        "errors": sum(r.get("errors", 0) for r in ok),
+        "requests": sum(r.get("requests", 0) for r in ok),
+    }
+    for path in (
+        "rps",
+        "latency_ms.p50",
+        "latency_ms.p90",
+        "latency_ms.p99",
+        "ttfe_ms.p50",
+        "ttfe_ms.p90",
+        "ttfe_ms.p99",
+        "events_per_s",
+        "server_cpu_us_per_request",
+        "server_cpu_util",
+        "client_cpu_util",
+    ):
         s[path] = median_of(ok, path)
     s["rps_all"] = [get(r, "rps") for r in ok]
     return s
 
 
 # ----------------------------------------------------------------------------- environment
+
+
+def cpu_pressure() -> float | None:
+    """The share of the last 10 s in which some runnable task waited for a CPU (Linux PSI), in %."""
+    try:
+        first = Path("/proc/pressure/cpu").read_text().splitlines()[0]
+        return float(dict(kv.split("=") for kv in first.split()[1:])["avg10"])
+    except (OSError, KeyError, ValueError, IndexError):
+        return None
 
 
 def environment() -> dict[str, Any]:
@@ -183,8 +244,24 @@ def environment() -> dict[str, Any]:
             versions[p] = metadata.version(p)
         except metadata.PackageNotFoundError:
             versions[p] = None
+    git = {}
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+
+        def run(*a: str) -> str:
+            return subprocess.run(
+                ["git", *a], cwd=HERE.parent, capture_output=True, text=True, check=False
+            ).stdout.strip()
+
+        diff = subprocess.run(["git", "diff", "HEAD", "--", "src"], cwd=HERE.parent, capture_output=True, check=False)
+        git = {
+            "commit": run("rev-parse", "HEAD"),
+            "dirty_src": bool(run("status", "--porcelain", "--", "src")),
+            # identifies uncommitted changes to src/ at the start of the run (empty diff: e3b0c442...)
+            "src_diff_sha256": hashlib.sha256(diff.stdout).hexdigest(),
+        }
     return {
-        "date_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "git": git,
+        "date_utc": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "nproc": os.cpu_count(),
         "cpu_model": cpu,
         "python": platform.python_version(),
@@ -220,29 +297,36 @@ ROWS = [
     ("TTFE p99 ms", "ttfe_ms.p99", 2, "lower"),
     ("events/s", "events_per_s", 0, "higher"),
     ("server CPU µs/request", "server_cpu_us_per_request", 0, "lower"),
+    ("server CPU util (1 = one core)", "server_cpu_util", 2, None),
 ]
 
 
-def table(summary: dict[str, dict[str, dict]], names: list[str]) -> str:
+def table(summary: dict[str, dict[str, dict]], names: list[str], runs: list[dict]) -> str:
     lines = [
-        "| scenario | metric | Parley | a2a-sdk | ratio (>1 = Parley better) |",
-        "|---|---|---:|---:|---:|",
+        "| scenario | metric | Parley | a2a-sdk | ratio of medians | paired ratios (per repeat) |",
+        "|---|---|---:|---:|---:|---|",
     ]
     for name in names:
         p, s = summary[name]["parley"], summary[name]["sdk"]
+        mine = [r for r in runs if r.get("name") == name]
         for label, path, digits, better in ROWS:
             pv, sv = p.get(path), s.get(path)
             if pv is None and sv is None:
                 continue
-            if path.startswith("ttfe") or path == "events_per_s":
-                if not name.startswith("stream"):
-                    continue
-            r = ratio(pv, sv) if better == "higher" else ratio(sv, pv)
-            lines.append(f"| {name} | {label} | {fmt(pv, digits)} | {fmt(sv, digits)} | {r} |")
+            if (path.startswith("ttfe") or path == "events_per_s") and not name.startswith("stream"):
+                continue
+            if better is None:
+                r, pairs = "", ""
+            else:
+                r = ratio(pv, sv) if better == "higher" else ratio(sv, pv)
+                pairs = ", ".join(f"{x:.2f}" for x in paired_ratios(mine, path, better == "higher"))
+            lines.append(f"| {name} | {label} | {fmt(pv, digits)} | {fmt(sv, digits)} | {r} | {pairs} |")
         errs = p["errors"] + s["errors"] + p["failed_runs"] + s["failed_runs"]
         if errs:
-            lines.append(f"| {name} | errors / failed runs | {p['errors']} / {p['failed_runs']} | "
-                         f"{s['errors']} / {s['failed_runs']} | |")
+            lines.append(
+                f"| {name} | errors / failed runs | {p['errors']} / {p['failed_runs']} | "
+                f"{s['errors']} / {s['failed_runs']} | | |"
+            )
     return "\n".join(lines)
 
 
@@ -258,8 +342,12 @@ def verdict(summary: dict[str, dict[str, dict]]) -> list[str]:
         lat = "latency_ms.p50" if name.startswith("unary") else "ttfe_ms.p50"
         lower = (p.get(lat) or 1e9) < (s.get(lat) or 0)
         ok = tr >= 3.0 and lower
-        out.append(f"{name}: throughput {tr:.2f}x (target >= 3x), {lat} {'lower' if lower else 'NOT lower'} "
-                   f"-> {'MET' if ok else 'NOT MET'}")
+        pc, sc = p.get("server_cpu_us_per_request"), s.get("server_cpu_us_per_request")
+        cpu = f"; server CPU per request {sc / pc:.2f}x less" if pc and sc else ""
+        out.append(
+            f"{name}: throughput {tr:.2f}x (target >= 3x), {lat} {'lower' if lower else 'NOT lower'} "
+            f"-> {'MET' if ok else 'NOT MET'}{cpu}"
+        )
     return out
 
 
@@ -274,6 +362,13 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--latency-duration", type=float, default=2.5, help="seconds per concurrency-1 run (0: skip)")
     ap.add_argument("--only", default=None, help="comma-separated scenario names to run")
+    ap.add_argument(
+        "--sdk-otel",
+        choices=("on", "off"),
+        default="on",
+        help="a2a-sdk's OpenTelemetry span wrappers (on: the SDK's default when opentelemetry-api "
+        "is installed, as it is with a2a-sdk's dependencies)",
+    )
     ap.add_argument("--quick", action="store_true", help="1 repeat, 2 s runs: a smoke test")
     args = ap.parse_args()
     if args.quick:
@@ -287,18 +382,40 @@ def main() -> None:
         lat_scenarios = [s for s in lat_scenarios if s[0] in keep]
 
     OUT.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     tmp = Path(tempfile.mkdtemp(prefix="parley-compare-"))
     env = environment()
     command = " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv])
-    print(f"# compare {stamp}: {env['nproc']} cores, {env['cpu_model']}, Python {env['python']}", flush=True)
+    print(
+        f"# compare {stamp}: {env['nproc']} cores, {env['cpu_model']}, Python {env['python']}, "
+        f"parley at {env['git'].get('commit', '?')[:10]}{' (src modified)' if env['git'].get('dirty_src') else ''}",
+        flush=True,
+    )
 
+    # a2a-sdk wraps its handlers in OpenTelemetry spans whenever opentelemetry-api is importable, which
+    # it is in a plain `pip install a2a-sdk` (google-api-core depends on it); "on" keeps that default.
+    sdk_env = {"OTEL_INSTRUMENTATION_A2A_SDK_ENABLED": "true" if args.sdk_otel == "on" else "false"}
+    with contextlib.suppress(ImportError):
+        import opentelemetry  # noqa: F401
+
+        env["sdk_otel_installed"] = True
+    env.setdefault("sdk_otel_installed", False)
+    env["sdk_otel"] = args.sdk_otel
     p_port, s_port = free_port(), free_port()
     servers = {
-        "parley": ServerProc("parley", [sys.executable, str(HERE / "parley_server.py"), "--port", str(p_port),
-                                        "--db", str(tmp / "bench.db")], p_port, tmp / "parley.log"),
-        "sdk": ServerProc("sdk", [sys.executable, str(HERE / "sdk_echo_server.py"), "--port", str(s_port)],
-                          s_port, tmp / "sdk.log"),
+        "parley": ServerProc(
+            "parley",
+            [sys.executable, str(HERE / "parley_server.py"), "--port", str(p_port), "--db", str(tmp / "bench.db")],
+            p_port,
+            tmp / "parley.log",
+        ),
+        "sdk": ServerProc(
+            "sdk",
+            [sys.executable, str(HERE / "sdk_echo_server.py"), "--port", str(s_port)],
+            s_port,
+            tmp / "sdk.log",
+            env=sdk_env,
+        ),
     }
 
     runs: list[dict[str, Any]] = []
@@ -309,8 +426,9 @@ def main() -> None:
         # Warm-up: every code path once under load, not recorded.
         for name in SERVERS:
             for sc, proto in (("unary", "1.0"), ("unary", "0.3"), ("stream", "1.0"), ("get", "1.0"), ("card", "0.3")):
-                loadgen(servers[name].url, sc, proto, concurrency=args.concurrency, duration=0.5, warmup=0,
-                        server_pid=None)
+                loadgen(
+                    servers[name].url, sc, proto, concurrency=args.concurrency, duration=0.5, warmup=0, server_pid=None
+                )
         print(f"# warmed up in {time.time() - t_start:.0f} s", flush=True)
 
         plan: list[tuple[int, str, str, str, int, float]] = []
@@ -323,37 +441,63 @@ def main() -> None:
             order = SERVERS if (rep + k) % 2 == 0 else tuple(reversed(SERVERS))  # alternate who goes first
             for server in order:
                 srv = servers[server]
-                res = loadgen(srv.url, sc, proto, concurrency=conc, duration=dur, warmup=args.warmup,
-                              server_pid=srv.pid)
-                res.update(server=server, name=name, repeat=rep, t=round(time.time() - t_start, 1),
-                           loadavg=os.getloadavg()[0])
+                res = loadgen(
+                    srv.url, sc, proto, concurrency=conc, duration=dur, warmup=args.warmup, server_pid=srv.pid
+                )
+                res.update(
+                    server=server,
+                    name=name,
+                    repeat=rep,
+                    t=round(time.time() - t_start, 1),
+                    loadavg=os.getloadavg()[0],
+                    cpu_pressure_avg10=cpu_pressure(),
+                )
                 runs.append(res)
                 if res.get("failed"):
                     print(f"  [{rep}] {name:14s} {server:6s} FAILED: {res.get('stderr', '')[-300:]}", flush=True)
                     continue
-                extra = f" ttfe_p50={get(res, 'ttfe_ms.p50')}ms ev/s={res.get('events_per_s')}" if sc == "stream" else ""
-                print(f"  [{rep}] {name:14s} {server:6s} rps={res['rps']:>9.1f} p50={get(res, 'latency_ms.p50')}ms "
-                      f"p99={get(res, 'latency_ms.p99')}ms err={res['errors']} srv_cpu={res.get('server_cpu_util')} "
-                      f"cli_cpu={res.get('client_cpu_util')}{extra}", flush=True)
+                extra = (
+                    f" ttfe_p50={get(res, 'ttfe_ms.p50')}ms ev/s={res.get('events_per_s')}" if sc == "stream" else ""
+                )
+                print(
+                    f"  [{rep}] {name:14s} {server:6s} rps={res['rps']:>9.1f} p50={get(res, 'latency_ms.p50')}ms "
+                    f"p99={get(res, 'latency_ms.p99')}ms err={res['errors']} srv_cpu={res.get('server_cpu_util')} "
+                    f"cli_cpu={res.get('client_cpu_util')}{extra}",
+                    flush=True,
+                )
         rss = {name: servers[name].rss_mb() for name in SERVERS}
     finally:
         for srv in servers.values():
             srv.stop()
 
     names = [s[0] for s in scenarios] + [s[0] for s in lat_scenarios]
-    summary = {name: {server: summarise([r for r in runs if r["name"] == name and r["server"] == server])
-                      for server in SERVERS} for name in names}
+    summary = {
+        name: {
+            server: summarise([r for r in runs if r["name"] == name and r["server"] == server]) for server in SERVERS
+        }
+        for name in names
+    }
     elapsed = time.time() - t_start
     env["loadavg_end"] = os.getloadavg()
+    lo_load, hi_load = min(r["loadavg"] for r in runs), max(r["loadavg"] for r in runs)
+    psi = [r.get("cpu_pressure_avg10") or 0 for r in runs]
     md = [
-        f"Run {stamp} ({elapsed:.0f} s): concurrency {args.concurrency}, {args.duration:g} s per run "
-        f"(+{args.warmup:g} s warm-up), median of {args.repeats} repeat(s); `@c1` rows: concurrency 1, "
-        f"{args.latency_duration:g} s per run.",
+        (
+            f"Run {stamp} ({elapsed:.0f} s): concurrency {args.concurrency}, {args.duration:g} s per run "
+            f"(+{args.warmup:g} s warm-up), median of {args.repeats} repeat(s); `@c1` rows: concurrency 1, "
+            f"{args.latency_duration:g} s per run. Parley at {env['git'].get('commit', '?')[:10]}"
+            f"{' (src modified)' if env['git'].get('dirty_src') else ''}; a2a-sdk OpenTelemetry wrappers "
+            f"{args.sdk_otel}{'' if env['sdk_otel_installed'] else ' (opentelemetry not installed: no-op)'}."
+        ),
         "",
-        table(summary, names),
+        table(summary, names, runs),
         "",
         *[f"- {line}" for line in verdict(summary)],
         f"- server RSS at the end (MB): Parley {rss.get('parley')}, a2a-sdk {rss.get('sdk')}",
+        (
+            f"- machine load during the run: 1-min loadavg {lo_load:.2f}..{hi_load:.2f}; "
+            f"CPU pressure avg10 {fmt(min(psi), 0)}..{fmt(max(psi), 0)}%"
+        ),
     ]
     report = "\n".join(md)
     print()

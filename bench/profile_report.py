@@ -43,8 +43,24 @@ def parse(path: Path) -> list[tuple[list[tuple[str, str, str]], int]]:
 def component(file: str) -> str:
     if file.startswith("parley/"):
         return file.removesuffix(".py")
-    for name in ("starlette", "uvicorn", "asyncio", "msgspec", "sqlite3", "anyio", "httptools", "uvloop",
-                 "email", "json", "uuid", "datetime", "a2a", "google", "sse_starlette", "pydantic"):
+    for name in (
+        "starlette",
+        "uvicorn",
+        "asyncio",
+        "msgspec",
+        "sqlite3",
+        "anyio",
+        "httptools",
+        "uvloop",
+        "email",
+        "json",
+        "uuid",
+        "datetime",
+        "a2a",
+        "google",
+        "sse_starlette",
+        "pydantic",
+    ):
         if file.startswith(name + "/") or file == name + ".py":
             return name
     return file

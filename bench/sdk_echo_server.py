@@ -38,9 +38,7 @@ def echo_chunks(text: str) -> list[str]:
     """The chunks Parley's echo agent yields for `text` (same split, same spacing)."""
     text = text or "(your message had no text)"
     words = text.split(" ")
-    return [
-        (" " if i else "") + " ".join(words[i : i + CHUNK_WORDS]) for i in range(0, len(words), CHUNK_WORDS)
-    ]
+    return [(" " if i else "") + " ".join(words[i : i + CHUNK_WORDS]) for i in range(0, len(words), CHUNK_WORDS)]
 
 
 class EchoExecutor(AgentExecutor):

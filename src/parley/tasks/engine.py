@@ -36,6 +36,7 @@ DELEGATION = "internal:delegation"  # {url, agent, taskId, contextId}: a child t
 KEEPALIVE_SECONDS = 15.0
 
 Observer = Callable[[str, InternalEvent], None]
+Listener = Callable[[TaskRecord, list[Entry]], None]
 
 
 @dataclass(eq=False)
@@ -53,6 +54,7 @@ class Run:
     unflushed: list[Entry] = field(default_factory=list)
     flush_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     flush_scheduled: bool = False
+    checkpointed: bool = False
     text_artifact: str | None = None
     text_started: bool = False
     pending_text: str | None = None
@@ -93,6 +95,7 @@ class TaskEngine:
         self.agents = agents
         self.keepalive = keepalive
         self.observers: list[Observer] = observers or []
+        self.listeners: list[Listener] = []  # told of every appended batch (telemetry, metrics)
         self.delegator = delegator
         self.runs: dict[str, Run] = {}
         self._submitting: dict[tuple[str, str, str], asyncio.Future[Submission]] = {}
@@ -121,6 +124,11 @@ class TaskEngine:
         else:
             self._flush_soon(run)
         run.entries.extend(entries)
+        for listener in self.listeners:
+            try:
+                listener(rec, entries)
+            except Exception:  # a broken listener must not break tasks
+                log.exception("task listener %r failed", listener)
         if settled:
             run.settled.set()
             if self.runs.get(rec.task.id) is run:  # a settled task takes new messages at once
@@ -299,6 +307,7 @@ class TaskEngine:
                 async for out in gen:
                     if isinstance(out, InternalEvent) and out.kind == CHECKPOINT:
                         await self.store.put_checkpoint(task.id, out.data.get("state") or {})
+                        run.checkpointed = True
                     elif isinstance(out, InternalEvent) and out.kind == DELEGATION and out.data.get("taskId"):
                         d = out.data
                         await self.store.add_link(task.id, str(d.get("url") or ""), str(d["taskId"]), d.get("agent"))
@@ -342,7 +351,7 @@ class TaskEngine:
             await self._fail(run, f"Agent {agent.id} failed: {type(exc).__name__}: {exc}")
         finally:
             await self._flush(run)
-            if is_terminal(run.task.status.state):
+            if is_terminal(run.task.status.state) and (run.checkpointed or ctx.checkpoint is not None):
                 await self.store.delete_checkpoint(task.id)
             run.done = True
             run.notify()
