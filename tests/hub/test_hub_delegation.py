@@ -195,3 +195,23 @@ async def test_a_delegated_question_survives_a_restart(tmp_path: Path) -> None:
         assert path_of(tree) == [("front-desk", "completed"), ("billing", "completed"), ("specialist", "completed")]
     finally:
         live.stop()
+
+
+async def test_cancel_while_waiting_for_input_cancels_the_waiting_children(fleet: Fleet) -> None:
+    """No agent code runs for a task waiting for input: the engine cancels what it delegated to."""
+    front = fleet.agent("front-desk")
+    async with await A2AClient.connect(front) as client:
+        first = await collect(client, "I want a refund")
+        task = first[0]
+        assert isinstance(task, m.Task) and last_state(first) is S.INPUT_REQUIRED
+        tree = await trace(front, task.id)
+        assert path_of(tree)[-1] == ("specialist", "input-required")
+        canceled = await client.cancel(task.id)
+    assert canceled.status.state is S.CANCELED
+    child_id = tree["children"][0]["taskId"]
+    child = await get_task(fleet.agent("billing"), child_id)
+    assert child.status.state is S.CANCELED
+    # billing, canceled the same way while it waited, passed the cancel on to the specialist
+    grandchild_id = tree["children"][0]["children"][0]["taskId"]
+    grandchild = await get_task(fleet.agent("specialist"), grandchild_id)
+    assert grandchild.status.state is S.CANCELED

@@ -55,9 +55,9 @@ the cancellation goes on. A target that cannot be reached is retried `retries` t
 with exponential backoff (connection errors only), then the parent fails naming the
 agent and the URL.
 
-Known limits: a parent canceled while it waits for input (no run in progress, so no
-agent code runs) leaves its child waiting; a cancel that lands before the child's
-first event arrives cannot name the child; a server shutdown cancels running agents the
+A parent canceled while it waits for input runs no agent code; the engine then cancels
+the children recorded in its links (``TaskEngine.child_canceler``). Known limits: a
+cancel that lands before the child's first event arrives cannot name the child; a server shutdown cancels running agents the
 way a user's cancel does, so the children of parents still running then are canceled
 (the parents are marked failed at the next start). The chain compares URLs,
 so an agent reached under two URLs (`/` and `/a2a/{id}` of a default agent, or

@@ -62,6 +62,7 @@ class Server:
         self.store = app.store or MemoryTaskStore()
         self.engine = TaskEngine(self.store, app.agents, keepalive=app.settings.keepalive_seconds,
                                  delegator=app.delegator)
+        self.engine.child_canceler = lambda link: app.delegator.cancel(link.child_url, link.child_task_id)
         self.service = A2AService(
             self.engine,
             push_notifications=app.settings.card.push_notifications,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from parley.agents.base import Agent, AgentOutput, ArtifactChunk, InternalEvent, RunContext, Status, new_id
@@ -25,7 +25,7 @@ from parley.protocol.errors import (
 )
 from parley.protocol.states import InvalidTransition, check_transition, is_settled, is_terminal
 from parley.tasks.log import Entry, apply, now_iso, trim_history
-from parley.tasks.store import TaskRecord, TaskStore, encode_cursor, make_query
+from parley.tasks.store import TaskLink, TaskRecord, TaskStore, encode_cursor, make_query
 
 log = logging.getLogger("parley.engine")
 
@@ -96,6 +96,8 @@ class TaskEngine:
         self.keepalive = keepalive
         self.observers: list[Observer] = observers or []
         self.listeners: list[Listener] = []  # told of every appended batch (telemetry, metrics)
+        # Cancels a delegated child task (set by the server: over A2A, through the delegator).
+        self.child_canceler: Callable[[TaskLink], Awaitable[None]] | None = None
         self.delegator = delegator
         self.runs: dict[str, Run] = {}
         self._submitting: dict[tuple[str, str, str], asyncio.Future[Submission]] = {}
@@ -521,6 +523,10 @@ class TaskEngine:
                 )
             run.pending_text = None
             await self._append(run, [self._status(run.task, m.TaskState.CANCELED, metadata=req.metadata)])
+        # No agent code ran (the task waited for input): cancel what it delegated to ourselves.
+        if self.child_canceler is not None:
+            links = await self.store.links(req.id)
+            await asyncio.gather(*(self.child_canceler(link) for link in links), return_exceptions=True)
         return run.task
 
     async def recover(self) -> list[str]:
