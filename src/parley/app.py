@@ -30,6 +30,7 @@ class Settings:
 
     public_url: str | None = None
     self_url: str | None = None  # how this server reaches itself (in-process delegation); default: public_url
+    forwarded_allow_ips: list[str] = field(default_factory=lambda: ["127.0.0.1", "::1"])  # proxies to believe
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     keepalive_seconds: float = 15.0
     card: CardOptions = field(default_factory=CardOptions)

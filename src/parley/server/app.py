@@ -76,10 +76,11 @@ class Server:
     # --- helpers -------------------------------------------------------------
 
     def base_url(self, request: Request) -> str:
-        """The public base URL: configured, or the one the request came to."""
+        """The public base URL: configured, else as a trusted reverse proxy forwarded it, else as requested."""
         if self.settings.public_url:
             return self.settings.public_url.rstrip("/")
-        return str(request.base_url).rstrip("/")
+        forwarded = forwarded_base(request, self.settings.forwarded_allow_ips)
+        return forwarded or str(request.base_url).rstrip("/")
 
     def grpc_address(self, request: Request) -> str | None:
         """host:port of the gRPC binding as clients reach it, if it is served."""
@@ -196,6 +197,36 @@ class Server:
                 await grpc_server.stop(grace=1.0)
             await self.engine.shutdown()
             await self.store.close()
+
+
+def forwarded_base(request: Request, trusted: list[str]) -> str | None:
+    """The base URL a reverse proxy says the client used (`Forwarded`, or `X-Forwarded-Proto/-Host/-Prefix`).
+
+    Only honoured when the direct peer is a trusted proxy (`Settings.forwarded_allow_ips`; "*" trusts all).
+    """
+    peer = request.client.host if request.client else None
+    if "*" not in trusted and peer not in trusted:
+        return None
+    h = request.headers
+    proto = host = None
+    if "forwarded" in h:  # RFC 7239: the first (client-side) element counts
+        for pair in h["forwarded"].split(",")[0].split(";"):
+            name, _, value = pair.strip().partition("=")
+            value = value.strip('"')
+            if name.lower() == "proto":
+                proto = value
+            elif name.lower() == "host":
+                host = value
+    proto = proto or h.get("x-forwarded-proto", "").split(",")[0].strip() or None
+    host = host or h.get("x-forwarded-host", "").split(",")[0].strip() or None
+    prefix = h.get("x-forwarded-prefix", "").split(",")[0].strip().rstrip("/")
+    if not (proto or host or prefix):
+        return None
+    if prefix and not prefix.startswith("/"):
+        prefix = "/" + prefix
+    scheme = proto if proto in ("http", "https") else request.url.scheme
+    netloc = host or h.get("host") or request.url.netloc
+    return f"{scheme}://{netloc}{str(request.base_url.path).rstrip('/')}{prefix}"
 
 
 def _wants_v1(request: Request) -> bool:
