@@ -54,3 +54,26 @@ def loads(body: bytes | str) -> Any:
 def copy(obj: T) -> T:
     """A deep copy of a struct tree (structs are mutable)."""
     return msgspec.convert(msgspec.to_builtins(obj), type(obj))
+
+
+def invalid(path: str, why: str) -> InvalidParamsError:
+    """An InvalidParamsError naming the offending field, like msgspec's own messages."""
+    return InvalidParamsError(f"Invalid params: {why} - at `{path}`")
+
+
+def json_type(value: Any) -> str:
+    """The JSON name of a value's type, for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {str: "string", list: "array", dict: "object"}.get(type(value), type(value).__name__)
+
+
+def expect_object(value: Any, path: str) -> dict[str, Any]:
+    """`value` if it is a JSON object, else InvalidParamsError at `path`."""
+    if not isinstance(value, dict):
+        raise invalid(path, f"expected an object, got {json_type(value)}")
+    return value

@@ -43,7 +43,10 @@ import re
 from typing import Any
 
 from parley.protocol import models as m
+from parley.protocol.codec import expect_object as _obj
 from parley.protocol.codec import from_wire, to_wire
+from parley.protocol.codec import invalid as _bad
+from parley.protocol.codec import json_type as _json_type
 from parley.protocol.errors import InvalidParamsError
 from parley.protocol.operations import Operation
 from parley.protocol.states import is_interrupted, is_terminal
@@ -84,24 +87,7 @@ _CONFIG_NAME = re.compile(r"tasks/([^/]+)/pushNotificationConfigs/([^/]+)")
 # --- small checked accessors -------------------------------------------------------
 
 
-def _bad(path: str, why: str) -> InvalidParamsError:
-    return InvalidParamsError(f"Invalid params: {why} - at `{path}`")
 
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, (int, float)):
-        return "number"
-    return {str: "string", list: "array", dict: "object"}.get(type(value), type(value).__name__)
-
-
-def _obj(value: Any, path: str) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise _bad(path, f"expected an object, got {_json_type(value)}")
-    return value
 
 
 def _field(obj: dict[str, Any], path: str, json_name: str, proto_name: str | None = None) -> tuple[Any, str]:
