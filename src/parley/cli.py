@@ -221,6 +221,8 @@ def _from_config(path: str, host: str | None, port: int | None, db: str | None, 
         parley = asyncio.run(build_app(config))
     except ConfigError as exc:
         raise ServeError(str(exc)) from None
+    except Exception as exc:  # never a traceback at start-up: say what failed, in one line
+        raise ServeError(f"{path}: cannot build the agents: {type(exc).__name__}: {exc}") from None
     return parley, s.host, s.port
 
 

@@ -309,8 +309,8 @@ async def test_internal_events_reach_observers_but_never_clients(fake_llm, backe
     assert {f["result"]["kind"] for f in frames} <= {"task", "status-update", "artifact-update"}
     assert "internal" not in wire and "checkpoint" not in wire and "tool-start" not in wire
     kinds = hosted.kinds(task_id)
-    assert kinds == ["internal:llm-call", "internal:tool-start", "internal:tool-complete", "internal:checkpoint",
-                     "internal:llm-call", "internal:checkpoint"]
+    assert kinds == ["internal:llm-call", "internal:checkpoint", "internal:tool-start", "internal:tool-complete",
+                     "internal:checkpoint", "internal:llm-call", "internal:checkpoint"]
     start = hosted.events("internal:tool-start", task_id)[0].data
     assert start["toolName"] == "noop" and start["toolCallId"] == "c1" and start["taskId"] == task_id
     final = hosted.events("internal:checkpoint", task_id)[-1].data

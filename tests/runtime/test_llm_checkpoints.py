@@ -40,8 +40,19 @@ async def drain(agent: AgentLoop, ctx: RunContext) -> list:
     return [out async for out in agent.run(ctx)]
 
 
-def checkpoints(outputs: list) -> list[dict]:
-    return [o.data for o in outputs if isinstance(o, InternalEvent) and o.kind == "internal:checkpoint"]
+def checkpoints(outputs: list, phase: str = "iteration") -> list[dict]:
+    """The checkpoints of one phase: "iteration" (after each iteration) or "tools" (before running tools)."""
+    return [o.data for o in outputs
+            if isinstance(o, InternalEvent) and o.kind == "internal:checkpoint" and o.data["phase"] == phase]
+
+
+async def test_a_checkpoint_before_the_tools_run_holds_the_unanswered_calls(fake_llm, backend):
+    fake_llm.script(tool_calls(("c1", "double", {"n": 21})), text("42"))
+    outputs = await drain(LLMAgent(id="a", backend=backend, tools=[double]), ctx_for(user("double 21")))
+    (before_tools,) = checkpoints(outputs, "tools")
+    assert before_tools["iteration"] == 1
+    assert [x["role"] for x in before_tools["state"]["messages"]] == ["user", "assistant"]
+    assert AgentLoop.resume_from(before_tools["state"]).pending()[0].id == "c1"
 
 
 async def test_checkpoints_after_each_iteration_are_json_and_restorable(fake_llm, backend):

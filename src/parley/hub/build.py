@@ -6,6 +6,7 @@ remote cards) is reported as a :class:`ConfigError` naming the key.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import os
@@ -105,12 +106,13 @@ def llm_agent(cfg: AgentConfig, config: Config, key: str, extra_tools: list[Any]
             assert server.url is not None
             tools.append(MCPTools.http(server.url, prefix=server.prefix))
     tools.extend(extra_tools or [])
-    limits = Limits()
+    overrides: dict[str, Any] = {}
     if cfg.limits is not None:
         for name in ("max_iterations", "max_tool_calls", "model_timeout", "tool_timeout", "token_budget"):
             value = getattr(cfg.limits, name)
             if value is not None:
-                setattr(limits, name, value)
+                overrides[name] = value
+    limits = dataclasses.replace(Limits(), **overrides)
     try:
         return LLMAgent(id=cfg.id, name=cfg.name, description=cfg.description, skills=skills_of(cfg),
                         backend=backend, model=model, system_prompt=cfg.system_prompt, tools=tools, limits=limits)

@@ -154,10 +154,20 @@ class AgentLoop(Agent):
             for a in answers:
                 yield _event(ctx, "tool-complete", toolName=a.call.name, toolCallId=a.call.id, success=a.ok,
                              iteration=conv.iterations)
-            if conv.pending():  # resumed while still waiting for the client
-                for out in self._ask_client(ctx, conv, conv.pending()):
-                    yield out
-                return
+            pending = conv.pending()
+            if pending:  # resumed with calls unanswered: ours run again (at least once), the client's are asked
+                on_client = [_is_client(tools.get(c.name)) and _valid(c) for c in pending]
+                server = [c for c, on in zip(pending, on_client) if not on]
+                client = [c for c, on in zip(pending, on_client) if on]
+                if server:
+                    async with aclosing(self._run_tools(ctx, conv, server, tools)) as running:
+                        async for ev in running:
+                            yield ev
+                if client:
+                    for out in self._ask_client(ctx, conv, client):
+                        yield out
+                    return
+                yield _checkpoint(ctx, conv)
             said = False
             while True:
                 self._check_iterations(conv)
@@ -183,6 +193,7 @@ class AgentLoop(Agent):
                     return
                 self._check_tool_calls(conv, finish.tool_calls)
                 conv.tool_calls += len(finish.tool_calls)
+                yield _checkpoint(ctx, conv, "tools")  # a restart during the tools resumes by running them again
                 runs_on_client = [_is_client(tools.get(c.name)) and _valid(c) for c in finish.tool_calls]
                 client = [c for c, on in zip(finish.tool_calls, runs_on_client) if on]
                 server = [c for c, on in zip(finish.tool_calls, runs_on_client) if not on]
@@ -378,6 +389,7 @@ def _event(ctx: RunContext, kind: str, **data: Any) -> AgentOutput:
     return ctx.internal(kind, taskId=ctx.task_id, timestamp=_now(), **data)
 
 
-def _checkpoint(ctx: RunContext, conv: Conversation) -> Any:
+def _checkpoint(ctx: RunContext, conv: Conversation, phase: str = "iteration") -> Any:
+    """`phase` is "iteration" (an iteration finished) or "tools" (the model asked for tools, not yet run)."""
     return ctx.internal("checkpoint", taskId=ctx.task_id, timestamp=_now(), iteration=conv.iterations,
-                        state=conv.to_checkpoint())
+                        phase=phase, state=conv.to_checkpoint())
