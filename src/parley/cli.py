@@ -154,6 +154,10 @@ def serve(
     max_body_bytes: Optional[int] = typer.Option(None, help="Largest request body accepted (HTTP 413 above) [default: 8 MiB]."),
     log_level: str = typer.Option("info", help="uvicorn log level."),
     grpc_port: Optional[int] = typer.Option(None, "--grpc-port", help="Also serve A2A 1.0 over gRPC on this port."),
+    otel: Optional[bool] = typer.Option(None, "--otel/--no-otel", help="OpenTelemetry traces and metrics (parley[otel]) "
+                                        "[default: on when OTEL_TRACES_EXPORTER or OTEL_EXPORTER_OTLP_ENDPOINT is set]."),
+    log_format: str = typer.Option("text", "--log-format", help="Log format: text, or json (one object per line, "
+                                   "with task and trace ids)."),
 ) -> None:
     """Start the A2A server: built-in agents (echo, interviewer) over SQLite, and the dashboard at /.
 
@@ -187,14 +191,48 @@ def serve(
     base = parley.settings.public_url or f"http://{host}:{port}"
     if parley.settings.self_url is None:
         parley.settings.self_url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
+    log_config, telemetry_on = _observability(otel, log_format, log_level)  # parley.telemetry, before asgi()
     err.print(f"[bold]Parley[/] serving {len(parley.agents)} agent(s) at {base}  (default: {parley.default_agent})",
               highlight=False)
     for agent_id in parley.agents:
         err.print(f"  {agent_id:12} {base}/a2a/{agent_id}", highlight=False)
+    extra: dict[str, Any] = {"log_config": log_config} if log_config is not None else {}
     try:
-        uvicorn.run(parley.asgi(), host=host, port=port, log_level=log_level, proxy_headers=True)
+        uvicorn.run(parley.asgi(), host=host, port=port, log_level=log_level, proxy_headers=True, **extra)
     except OSError as exc:
         fail(f"cannot listen on {host}:{port}: {exc}")
+    finally:
+        if telemetry_on:
+            from parley.telemetry import shutdown_telemetry
+
+            shutdown_telemetry()
+
+
+def _observability(otel: bool | None, log_format: str, log_level: str) -> tuple[dict | None, bool]:
+    """--otel and --log-format: turn telemetry on (flag, else the OTEL_* environment); the uvicorn log config."""
+    from parley import telemetry
+
+    if log_format not in ("text", "json"):
+        fail(f"unknown --log-format {log_format!r}; use text or json")
+    log_config = None
+    if log_format == "json":
+        log_config = telemetry.logging_config("json", log_level)
+        telemetry.enable_log_context()
+    wanted = otel if otel is not None else telemetry.env_wants_telemetry()
+    if not wanted:
+        return log_config, False
+    if otel is None and not telemetry.otel_available():
+        err.print("[yellow]warning:[/] the OTEL_* environment asks for telemetry but OpenTelemetry is not "
+                  "installed (pip install 'parley[otel]'); serving without it", highlight=False)
+        return log_config, False
+    try:
+        tel = telemetry.configure_telemetry()
+    except telemetry.TelemetryUnavailable as exc:
+        fail(f"--otel: {exc}")
+    except ValueError as exc:
+        fail(f"--otel: {exc}")
+    err.print(f"[dim]OpenTelemetry on: service {tel.service_name}, spans to {tel.exporter}[/]", highlight=False)
+    return log_config, True
 
 
 def _settings(public_url: str | None, max_body_bytes: int | None):  # noqa: ANN202

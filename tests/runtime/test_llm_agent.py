@@ -140,15 +140,21 @@ async def test_a_failing_tool_shows_the_model_an_error_and_the_task_goes_on(fake
 
 
 async def test_multi_turn_history_reaches_the_model(fake_llm, backend, host):
-    fake_llm.script(text("first answer"), text("second answer"))
+    fake_llm.script(text("first answer"), text("second answer"), text("third answer"))
     hosted = host(LLMAgent(id="chat", backend=backend, system_prompt="sys"))
     async with await connect(hosted, "chat") as client:
         first = await client.send("one")
         assert first.status.state is S.COMPLETED
-        # a new task in the same context starts from its own history
+        # a new task in the same context continues the conversation: the model sees the earlier turn
         second = await client.send("two", context_id=first.context_id)
+        # a task in another context starts afresh
+        other = await client.send("three")
     assert second.status.state is S.COMPLETED and artifact_text(second) == "second answer"
-    assert fake_llm.bodies[1]["messages"] == [{"role": "system", "content": "sys"}, {"role": "user", "content": "two"}]
+    assert fake_llm.bodies[1]["messages"] == [
+        {"role": "system", "content": "sys"}, {"role": "user", "content": "one"},
+        {"role": "assistant", "content": "first answer"}, {"role": "user", "content": "two"}]
+    assert other.context_id != first.context_id
+    assert fake_llm.bodies[2]["messages"] == [{"role": "system", "content": "sys"}, {"role": "user", "content": "three"}]
 
 
 # --- retries ----------------------------------------------------------------------

@@ -60,6 +60,9 @@ class RunContext:
     owner: str
     metadata: dict[str, Any] | None = None
     checkpoint: dict[str, Any] | None = None  # the agent's last checkpoint, when resuming
+    # Earlier tasks of the same contextId (oldest first): their messages, each task's answer
+    # (its artifacts' text) as an agent message. Empty for the first task of a context.
+    context_history: list[m.Message] = field(default_factory=list)
     delegator: Any = None  # parley.hub.delegation.Delegator of the server, if any
 
     def delegate(self, target: str, message: Any = None, **options: Any) -> Any:

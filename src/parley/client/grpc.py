@@ -41,6 +41,7 @@ from parley.protocol.errors import (
     UnsupportedOperationError,
 )
 from parley.protocol.operations import Operation
+from parley.telemetry import hooks as telemetry
 
 BINDING = "GRPC"
 VERSIONS = {"1.0"}
@@ -154,8 +155,10 @@ class GrpcTransport:
         md = [("a2a-version", self.version), *self._extra]
         if last_event_id is not None:
             md.append(("last-event-id", str(last_event_id)))
+        md.extend(telemetry.trace_headers().items())  # telemetry: traceparent of the call's span
         return md
 
+    @telemetry.traced_call  # telemetry: a CLIENT span per call (calls straight through when off)
     async def call(self, op: Operation, request: Any) -> Any:
         """A unary call; returns the canonical result or raises the server's A2A error."""
         rpc = self._rpc(op)
@@ -166,6 +169,7 @@ class GrpcTransport:
             raise error_from_rpc(exc, self.url) from None
         return convert.decode_result(op, response)
 
+    @telemetry.traced_stream  # telemetry: a CLIENT span per stream (calls straight through when off)
     async def stream(self, op: Operation, request: Any, last_event_id: str | None = None) -> AsyncIterator[StreamItem]:
         """A server-streaming call; yields events until the server ends the stream."""
         rpc = self._rpc(op)

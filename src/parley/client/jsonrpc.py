@@ -16,6 +16,7 @@ from parley.protocol import models as m
 from parley.protocol import v0_3, v1_0
 from parley.protocol.errors import A2AError, InvalidAgentResponseError, InvalidParamsError, error_from_jsonrpc
 from parley.protocol.operations import Operation
+from parley.telemetry import hooks as telemetry
 
 _METHOD_NAMES: dict[str, dict[Operation, str]] = {
     "1.0": {op: name for name, op in v1_0.METHODS.items()},
@@ -49,6 +50,7 @@ class JsonRpcTransport:
         headers = {"A2A-Version": self.version}
         if extra:
             headers.update(extra)
+        headers.update(telemetry.trace_headers())  # telemetry: traceparent of the call's span
         return headers
 
     def _body(self, op: Operation, request: Any) -> dict[str, Any]:
@@ -59,6 +61,7 @@ class JsonRpcTransport:
             "params": self.dialect.encode_request(op, request),
         }
 
+    @telemetry.traced_call  # telemetry: a CLIENT span per call (calls straight through when off)
     async def call(self, op: Operation, request: Any) -> Any:
         """A unary call; returns the canonical result or raises the server's A2A error."""
         try:
@@ -72,6 +75,7 @@ class JsonRpcTransport:
             raise ClientError(f"{self.url} answered a JSON-RPC response without result or error")
         return _checked(self.url, self.dialect.decode_result, op, data["result"])
 
+    @telemetry.traced_stream  # telemetry: a CLIENT span per stream (calls straight through when off)
     async def stream(self, op: Operation, request: Any, last_event_id: str | None = None) -> AsyncIterator[StreamItem]:
         """A streaming call; yields events until the server closes the stream."""
         headers = self._headers({"Accept": "text/event-stream"})

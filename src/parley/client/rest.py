@@ -23,6 +23,7 @@ from parley.client.jsonrpc import StreamItem, _checked
 from parley.protocol import errors as e
 from parley.protocol import v0_3_rest, v1_0
 from parley.protocol.operations import Operation
+from parley.telemetry import hooks as telemetry
 
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 
@@ -95,6 +96,7 @@ class RestTransport:
         headers = {"A2A-Version": self.version}
         if extra:
             headers.update(extra)
+        headers.update(telemetry.trace_headers())  # telemetry: traceparent of the call's span
         return headers
 
     def _request(self, op: Operation, request: Any) -> tuple[str, str, dict[str, Any], dict[str, Any] | None]:
@@ -118,6 +120,7 @@ class RestTransport:
             return method, url, {}, None
         return method, url, {}, params
 
+    @telemetry.traced_call  # telemetry: a CLIENT span per call (calls straight through when off)
     async def call(self, op: Operation, request: Any) -> Any:
         """A unary call; returns the canonical result or raises the server's A2A error."""
         method, url, query, body = self._request(op, request)
@@ -136,6 +139,7 @@ class RestTransport:
             return normalise_card(data)
         return _checked(url, self.dialect.decode_result, op, data)
 
+    @telemetry.traced_stream  # telemetry: a CLIENT span per stream (calls straight through when off)
     async def stream(self, op: Operation, request: Any, last_event_id: str | None = None) -> AsyncIterator[StreamItem]:
         """A streaming call; yields events until the server closes the stream."""
         method, url, query, body = self._request(op, request)

@@ -34,6 +34,7 @@ from parley.server.jsonrpc import JsonRpcEndpoint, error_body
 from parley.server.rest import RestEndpoint
 from parley.server.service import A2AService
 from parley.tasks.engine import TaskEngine
+from parley.telemetry import hooks as telemetry
 from parley.tasks.memory_store import MemoryTaskStore
 from parley.web.dashboard import render_dashboard
 
@@ -196,6 +197,7 @@ class Server:
             if grpc_server is not None:
                 await grpc_server.stop(grace=1.0)
             await self.engine.shutdown()
+            telemetry.server_stopped(self)  # telemetry: end the spans of tasks left open
             await self.store.close()
 
 
@@ -287,4 +289,6 @@ def create_app(app: Parley) -> Starlette:
     ]
     starlette = Starlette(routes=routes, lifespan=server.lifespan)
     starlette.state.parley = server
+    # telemetry (parley.telemetry): request middleware, engine listener/observer; nothing when it is off
+    telemetry.instrument(starlette, server)
     return starlette

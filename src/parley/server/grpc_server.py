@@ -46,6 +46,7 @@ from parley.protocol.errors import (
 from parley.protocol.jsonrpc import negotiate_version
 from parley.protocol.operations import Operation
 from parley.server.service import CallContext
+from parley.telemetry import hooks as telemetry
 
 if TYPE_CHECKING:
     from parley.server.app import Server
@@ -73,6 +74,7 @@ def status_details(error: A2AError) -> bytes:
 
 async def abort(context: grpc.aio.ServicerContext, error: A2AError) -> None:
     """End the call with `error`'s status code, message and rich status trailer (raises)."""
+    telemetry.a2a_error(error)  # telemetry: error.type and gRPC status of the request span
     code = grpc.StatusCode[error.grpc_status]
     await context.abort(code, error.message, trailing_metadata=((STATUS_DETAILS_KEY, status_details(error)),))
 
@@ -162,6 +164,7 @@ class ParleyA2AServicer(a2a_pb2_grpc.A2AServiceServicer):
             "empty for the default one"
         )
 
+    @telemetry.traced_grpc_unary  # telemetry: request span (calls straight through when off)
     async def _unary(self, op: Operation, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
             ctx = self._call_context(op, request, context)
@@ -174,6 +177,7 @@ class ParleyA2AServicer(a2a_pb2_grpc.A2AServiceServicer):
             log.exception("unexpected error in gRPC %s", convert.RPCS[op])
             await abort(context, InternalError())
 
+    @telemetry.traced_grpc_stream  # telemetry: request span (calls straight through when off)
     async def _stream(self, op: Operation, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         events: Any = None
         try:

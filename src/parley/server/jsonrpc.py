@@ -22,6 +22,7 @@ from parley.protocol.operations import Operation
 from parley.server.http import KEEPALIVE_FRAME, SSE_HEADERS, last_event_id, read_body, requested_extensions, sse_frame
 from parley.server.service import A2AService, CallContext
 from parley.tasks.log import Entry
+from parley.telemetry import hooks as telemetry
 
 log = logging.getLogger("parley.jsonrpc")
 JSON = "application/json"
@@ -54,20 +55,23 @@ class JsonRpcEndpoint:
         """Parse, dispatch and answer one JSON-RPC request."""
         rpc: RpcRequest | None = None
         version = "0.3"
+        telemetry.a2a_request("JSONRPC", agent_id)  # telemetry: request span
         try:
             body = await read_body(request, self.max_body_bytes)
             rpc = jsonrpc.parse_request(body, _version_header(request))
             version = rpc.dialect.VERSION
             req = rpc.dialect.decode(rpc.op, rpc.params)
+            telemetry.a2a_method(rpc.op, version, req)  # telemetry: method, version, task id
             ctx = CallContext(agent_id=agent_id, owner=owner, version=version, extensions=requested_extensions(request))
             if rpc.op.streams:
                 if rpc.op is Operation.SUBSCRIBE:
                     ctx.last_event_id = last_event_id(request)
-                events = await self.service.stream(ctx, rpc.op, req)
+                events = telemetry.sse_events(await self.service.stream(ctx, rpc.op, req))  # telemetry: subscribers
                 return StreamingResponse(
                     self._sse(rpc, events), media_type="text/event-stream", headers=SSE_HEADERS
                 )
             result = await self.service.call(ctx, rpc.op, req)
+            telemetry.a2a_result(result)  # telemetry: task id
             if rpc.op is Operation.EXTENDED_CARD:
                 encoded = result
             else:
@@ -82,6 +86,7 @@ class JsonRpcEndpoint:
             return self._error(rpc.id if rpc else None, InternalError(), version)
 
     def _error(self, request_id: Any, error: A2AError, version: str) -> Response:
+        telemetry.a2a_error(error)  # telemetry: error.type
         status = error.http_status if error.http_status in (401, 403, 413) else 200
         return Response(error_body(request_id, error, version), status_code=status, media_type=JSON)
 

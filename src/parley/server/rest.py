@@ -47,6 +47,7 @@ from parley.protocol.operations import Operation
 from parley.server.http import KEEPALIVE_FRAME, SSE_HEADERS, last_event_id, read_body, requested_extensions, sse_frame
 from parley.server.service import A2AService, CallContext
 from parley.tasks.log import Entry
+from parley.telemetry import hooks as telemetry
 
 log = logging.getLogger("parley.rest")
 
@@ -195,6 +196,7 @@ class RestEndpoint:
 
     async def handle(self, request: Request, agent_id: str, owner: str, path: str) -> Response:
         """Route one REST request: `v1/...` paths to the 0.3 binding, the rest to 1.0."""
+        telemetry.a2a_request("HTTP+JSON", agent_id)  # telemetry: request span
         if is_v03_path(path):
             return await self.v03.serve(request, agent_id, owner, path)
         return await self.serve(request, agent_id, owner, path)
@@ -209,28 +211,33 @@ class RestEndpoint:
             self.check_version(request, path)
             params = await self._params(request, found)
             req = self.dialect.decode(found.op, params)
+            telemetry.a2a_method(found.op, self.version, req)  # telemetry: method, version, task id
             ctx = CallContext(
                 agent_id=agent_id, owner=owner, version=self.version, extensions=requested_extensions(request)
             )
             if found.op.streams:
                 if found.op is Operation.SUBSCRIBE:
                     ctx.last_event_id = last_event_id(request)
-                events = await self.service.stream(ctx, found.op, req)
+                events = telemetry.sse_events(await self.service.stream(ctx, found.op, req))  # telemetry
                 return StreamingResponse(self._sse(events), media_type="text/event-stream", headers=SSE_HEADERS)
             result = await self.unary(request, ctx, found.op, req, path)
+            telemetry.a2a_result(result)  # telemetry: task id
             if found.op is Operation.PUSH_DELETE:
                 return Response(b"{}", media_type=media)
             encoded = self.dialect.encode_result(found.op, result)
             return Response(dumps(encoded), media_type=media)
         except MethodNotAllowed as exc:
+            telemetry.a2a_error(exc)  # telemetry: error.type
             return Response(
                 self.error_body(exc), status_code=405, media_type=media, headers={"Allow": ", ".join(exc.allowed)}
             )
         except A2AError as exc:
+            telemetry.a2a_error(exc)  # telemetry: error.type
             return Response(self.error_body(exc), status_code=exc.http_status, media_type=media)
         except Exception:
             log.exception("unexpected error handling a REST request")
             err = InternalError()
+            telemetry.a2a_error(err)  # telemetry: error.type
             return Response(self.error_body(err), status_code=500, media_type=media)
 
     def check_version(self, request: Request, path: str) -> None:

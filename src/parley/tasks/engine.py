@@ -25,13 +25,14 @@ from parley.protocol.errors import (
 )
 from parley.protocol.states import InvalidTransition, check_transition, is_settled, is_terminal
 from parley.tasks.log import Entry, apply, now_iso, trim_history
-from parley.tasks.store import TaskLink, TaskRecord, TaskStore, encode_cursor, make_query
+from parley.tasks.store import TaskLink, TaskQuery, TaskRecord, TaskStore, encode_cursor, make_query
 
 log = logging.getLogger("parley.engine")
 
 RESTART_MESSAGE = "The server stopped while this task was running; it was not resumed. Send the request again."
 RESUME_MESSAGE = "Resumed from the last checkpoint after a server restart."
 CHECKPOINT = "internal:checkpoint"
+CONTEXT_TASKS = 50  # earlier tasks of a context handed to a new task's agent, newest kept
 DELEGATION = "internal:delegation"  # {url, agent, taskId, contextId}: a child task, kept as a link for traces
 KEEPALIVE_SECONDS = 15.0
 
@@ -230,6 +231,7 @@ class TaskEngine:
         msg = req.message
         task_id = new_id()
         msg.task_id = task_id
+        given_context = msg.context_id is not None
         msg.context_id = msg.context_id or new_id()
         task = m.Task(
             id=task_id,
@@ -243,10 +245,28 @@ class TaskEngine:
         rec = TaskRecord(task=task, agent_id=agent.id, owner=owner, seq=1, created_at=now, updated_at=now,
                          parent_task_id=parent)
         first = Entry(1, copy(task))
+        earlier = await self._context_history(agent.id, owner, msg.context_id) if given_context else []
         await self.store.create(rec, first, msg.message_id)
         run = Run(rec)
-        self._start(run, agent, msg, first_turn=True, metadata=req.metadata)
+        self._start(run, agent, msg, first_turn=True, metadata=req.metadata, context_history=earlier)
         return Submission(rec, run, first)
+
+    async def _context_history(self, agent_id: str, owner: str, context_id: str) -> list[m.Message]:
+        """The conversation of earlier tasks in a context, oldest first, each answer as an agent message."""
+        page = await self.store.list(TaskQuery(agent_id=agent_id, owner=owner, context_id=context_id,
+                                                page_size=CONTEXT_TASKS))
+        messages: list[m.Message] = []
+        for rec in sorted(page.records, key=lambda r: (r.created_at, r.task.id)):
+            t = rec.task
+            messages.extend(t.history or [])
+            if t.status.message is not None:
+                messages.append(t.status.message)
+            answer = [p for art in t.artifacts or [] for p in art.parts if p.text is not None]
+            if answer:
+                text = "".join(p.text or "" for p in answer)
+                messages.append(m.Message(message_id=f"{t.id}-answer", role=m.Role.AGENT,
+                                          parts=[m.Part(text=text)], task_id=t.id, context_id=t.context_id))
+        return messages
 
     async def _continue(self, agent: Agent, owner: str, req: m.SendMessageRequest) -> Submission:
         msg = req.message
@@ -280,7 +300,7 @@ class TaskEngine:
         return Submission(rec, run, first)
 
     def _start(self, run: Run, agent: Agent, msg: m.Message, *, first_turn: bool, metadata: dict | None,
-               checkpoint: dict | None = None) -> None:
+               checkpoint: dict | None = None, context_history: list[m.Message] | None = None) -> None:
         task = run.task
         ctx = RunContext(
             task_id=task.id,
@@ -292,6 +312,7 @@ class TaskEngine:
             metadata=metadata,
             checkpoint=checkpoint,
             delegator=self.delegator,
+            context_history=list(context_history or []),
         )
         self.runs[task.id] = run
         run.aio = asyncio.create_task(self._drive(run, agent, ctx, first_turn), name=f"parley-task-{task.id}")

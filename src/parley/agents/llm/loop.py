@@ -142,7 +142,7 @@ class AgentLoop(Agent):
             prior = ctx.history
             if prior and prior[-1].message_id == ctx.message.message_id:
                 prior = prior[:-1]
-            conv = Conversation.from_history(prior)
+            conv = Conversation.from_history([*getattr(ctx, "context_history", []), *prior])
         return conv, conv.add_user(ctx.message)
 
     # --- the loop ----------------------------------------------------------------
