@@ -222,8 +222,8 @@ def _observability(otel: bool | None, log_format: str, log_level: str) -> tuple[
     if not wanted:
         return log_config, False
     if otel is None and not telemetry.otel_available():
-        err.print("[yellow]warning:[/] the OTEL_* environment asks for telemetry but OpenTelemetry is not "
-                  "installed (pip install 'parley[otel]'); serving without it", highlight=False)
+        err.print("[yellow]warning:[/] " + escape("the OTEL_* environment asks for telemetry but OpenTelemetry is "
+                  "not installed (pip install 'parley[otel]'); serving without it"), highlight=False, soft_wrap=True)
         return log_config, False
     try:
         tel = telemetry.configure_telemetry()

@@ -183,7 +183,7 @@ class ParleyA2AServicer(a2a_pb2_grpc.A2AServiceServicer):
         try:
             ctx = self._call_context(op, request, context)
             req = convert.decode_request(op, request)
-            events = await self.service.stream(ctx, op, req)
+            events = telemetry.stream_events(await self.service.stream(ctx, op, req))  # telemetry
             async for entry in events:
                 if entry is not None:
                     yield convert.encode_event(entry.event)

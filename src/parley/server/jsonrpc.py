@@ -66,7 +66,7 @@ class JsonRpcEndpoint:
             if rpc.op.streams:
                 if rpc.op is Operation.SUBSCRIBE:
                     ctx.last_event_id = last_event_id(request)
-                events = telemetry.sse_events(await self.service.stream(ctx, rpc.op, req))  # telemetry: subscribers
+                events = telemetry.stream_events(await self.service.stream(ctx, rpc.op, req))  # telemetry
                 return StreamingResponse(
                     self._sse(rpc, events), media_type="text/event-stream", headers=SSE_HEADERS
                 )

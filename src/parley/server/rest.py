@@ -196,7 +196,6 @@ class RestEndpoint:
 
     async def handle(self, request: Request, agent_id: str, owner: str, path: str) -> Response:
         """Route one REST request: `v1/...` paths to the 0.3 binding, the rest to 1.0."""
-        telemetry.a2a_request("HTTP+JSON", agent_id)  # telemetry: request span
         if is_v03_path(path):
             return await self.v03.serve(request, agent_id, owner, path)
         return await self.serve(request, agent_id, owner, path)
@@ -208,6 +207,7 @@ class RestEndpoint:
         media = _media_type(request)
         try:
             found = match(request.method, path, self.routes)
+            telemetry.a2a_request("HTTP+JSON", agent_id, found.op, self.version)  # telemetry: request span
             self.check_version(request, path)
             params = await self._params(request, found)
             req = self.dialect.decode(found.op, params)
@@ -218,7 +218,7 @@ class RestEndpoint:
             if found.op.streams:
                 if found.op is Operation.SUBSCRIBE:
                     ctx.last_event_id = last_event_id(request)
-                events = telemetry.sse_events(await self.service.stream(ctx, found.op, req))  # telemetry
+                events = telemetry.stream_events(await self.service.stream(ctx, found.op, req))  # telemetry
                 return StreamingResponse(self._sse(events), media_type="text/event-stream", headers=SSE_HEADERS)
             result = await self.unary(request, ctx, found.op, req, path)
             telemetry.a2a_result(result)  # telemetry: task id

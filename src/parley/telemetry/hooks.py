@@ -3,7 +3,8 @@
 Server (parley.server): `instrument(starlette, server)` in create_app, `server_stopped(server)`
 at the end of the lifespan, and in each binding `a2a_request` (an A2A request for an agent),
 `a2a_method` (the parsed method), `a2a_result` (a unary result), `a2a_error` (an A2A error
-answered), `sse_events` (around the entries an SSE stream sends) and, for gRPC, `grpc_call`.
+answered), `stream_events` (around the entries a stream sends) and, for gRPC, the
+`traced_grpc_unary` / `traced_grpc_stream` decorators.
 Client (parley.client transports): `@traced_call`, `@traced_stream` and `trace_headers()`.
 
 Off means: `configure_telemetry()` was not called (or `disable_telemetry()` was) and
@@ -21,7 +22,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from parley.telemetry import setup
-from parley.telemetry.context import EMPTY, REQUEST, bind
+from parley.telemetry.context import EMPTY, LOG_FIELDS, REQUEST, bind
 
 _NULL = contextlib.nullcontext()
 _instrumented: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
@@ -54,13 +55,17 @@ def server_stopped(server: Any) -> None:
         tasks.close()
 
 
-def a2a_request(binding: str, agent_id: str | None) -> None:
-    """The HTTP request being served is an A2A request (JSONRPC or HTTP+JSON) for `agent_id`."""
+def a2a_request(binding: str, agent_id: str | None, op: Any = None, version: str | None = None) -> None:
+    """The HTTP request being served is an A2A request (JSONRPC or HTTP+JSON) for `agent_id`
+    (and, when already known, for operation `op` in protocol `version`)."""
     scope = REQUEST.get()
     if scope is None:
         return
-    from parley.telemetry.requests import begin
+    from parley.telemetry.requests import begin, method_name
 
+    if op is not None:
+        scope.method, scope.version = method_name(op), version
+        bind(a2a_method=scope.method)
     begin(scope, binding, agent_id)
 
 
@@ -69,13 +74,16 @@ def a2a_method(op: Any, version: str | None, request: Any = None) -> None:
     scope = REQUEST.get()
     if scope is None:
         return
-    from parley.telemetry.spans import annotate, method_name, request_task_id
+    from parley.telemetry.requests import method_name, request_task_id
 
     scope.method = method_name(op)
     scope.version = version
     scope.task_id = request_task_id(op, request) or scope.task_id
     bind(a2a_method=scope.method, task_id=scope.task_id)
-    annotate(scope)
+    if scope.span is not None:
+        from parley.telemetry.spans import annotate
+
+        annotate(scope)
 
 
 def a2a_result(result: Any) -> None:
@@ -84,17 +92,16 @@ def a2a_result(result: Any) -> None:
     if scope is None:
         return
     task_id = _task_id_of(result)
-    if task_id and scope.task_id != task_id:
-        a2a_result_task(scope, task_id)
+    if not task_id:
+        return
+    if LOG_FIELDS.get().get("task_id") != task_id:
+        bind(task_id=task_id)
+    if scope.task_id != task_id:
+        scope.task_id = task_id
+        if scope.span is not None:
+            from parley.telemetry.spans import annotate
 
-
-def a2a_result_task(scope: Any, task_id: str) -> None:
-    scope.task_id = task_id
-    bind(task_id=task_id)
-    if scope.span is not None:
-        from parley.telemetry.spans import annotate
-
-        annotate(scope)
+            annotate(scope)
 
 
 def a2a_error(error: Any) -> None:
@@ -110,24 +117,37 @@ def a2a_error(error: Any) -> None:
         finish(scope)
 
 
-def sse_events(events: AsyncIterator[Any]) -> AsyncIterator[Any]:
-    """Count an SSE stream as a subscriber while it is open (wraps the entries it sends)."""
+def stream_events(events: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    """Wrap the entries a stream sends (SSE or gRPC): an SSE subscriber while it is open, and the
+    request's span ends as the final entry (the task settled) goes out."""
     scope = REQUEST.get()
     if scope is None:
         return events
-    return _subscribed(scope, events)
+    return _streamed(scope, events)
 
 
-async def _subscribed(scope: Any, events: AsyncIterator[Any]) -> AsyncIterator[Any]:
+async def _streamed(scope: Any, events: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    from parley.telemetry.requests import final_event, finish
+
     tel = scope.telemetry
+    counted = tel is not None and scope.binding != "GRPC"
     attrs = {"a2a.binding": scope.binding or "unknown", "a2a.agent_id": scope.agent_id or "unknown"}
-    if tel is not None:
+    if counted:
         tel.metrics.sse_subscribers.add(1, attrs)
     try:
         async for entry in events:
+            if entry is not None and final_event(getattr(entry, "event", None)):
+                # The last event: the stream is over for the client once it reads it, so count it
+                # over now (and end the span), not when the server has finished writing.
+                if counted:
+                    counted = False
+                    tel.metrics.sse_subscribers.add(-1, attrs)
+                if scope.binding == "GRPC" and scope.grpc_status is None:
+                    scope.grpc_status = "OK"
+                finish(scope)
             yield entry
     finally:
-        if tel is not None:
+        if counted:
             tel.metrics.sse_subscribers.add(-1, attrs)
         closer = getattr(events, "aclose", None)
         if closer is not None:
@@ -139,7 +159,7 @@ def grpc_call(servicer: Any, op: Any, request: Any, context: Any) -> contextlib.
     if not enabled():
         return _NULL
     from parley.telemetry.requests import grpc_call as call
-    from parley.telemetry.spans import method_name, request_task_id
+    from parley.telemetry.requests import method_name, request_task_id
 
     return call(servicer, method_name(op), request, context, request_task_id(op, request))
 

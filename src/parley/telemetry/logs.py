@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from parley.telemetry import setup
-from parley.telemetry.context import LOG_FIELDS
+from parley.telemetry.context import LOG_FIELDS, REQUEST
 
 try:  # the API alone is enough to read the current span
     from opentelemetry import trace as _trace
@@ -34,6 +34,7 @@ except ImportError:  # pragma: no cover - without the otel extra
 
 CONTEXT_FIELDS = ("task_id", "context_id", "agent_id", "a2a_method")
 FIELDS = (*CONTEXT_FIELDS, "trace_id", "span_id")
+_SCOPE_NAMES = {"a2a_method": "method"}  # log field -> RequestScope attribute, where they differ
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s%(context)s"
 
 # Attributes every LogRecord has; anything else on a record came from `extra=`.
@@ -56,9 +57,13 @@ class ContextFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         fields = LOG_FIELDS.get()
+        scope = REQUEST.get()
         for name in CONTEXT_FIELDS:
             if getattr(record, name, None) is None:
-                setattr(record, name, fields.get(name))
+                value = fields.get(name)
+                if value is None and scope is not None:  # what the request learnt since (e.g. a new task's id)
+                    value = getattr(scope, _SCOPE_NAMES.get(name, name), None)
+                setattr(record, name, value)
         if getattr(record, "trace_id", None) is None:
             record.trace_id, record.span_id = current_ids()
         known = [f"{name}={getattr(record, name)}" for name in ("task_id", "trace_id")
@@ -107,7 +112,8 @@ def logging_config(fmt: str = "text", level: str | int = "info") -> dict[str, An
         "version": 1,
         "disable_existing_loggers": False,
         "filters": {"parley_context": {"()": f"{__name__}.ContextFilter"}},
-        "formatters": {"parley": formatter},
+        # "default" and "access": the names uvicorn's own options (use_colors) expect to find
+        "formatters": {"parley": formatter, "default": dict(formatter), "access": dict(formatter)},
         "handlers": {
             "parley": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr", "formatter": "parley",
                        "filters": ["parley_context"]},

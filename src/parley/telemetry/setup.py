@@ -300,5 +300,5 @@ def shutdown_telemetry() -> None:
                 provider.shutdown()
             elif hasattr(provider, "force_flush"):
                 provider.force_flush()
-        except Exception:  # noqa: BLE001 - an exporter that cannot flush must not stop the server stopping
+        except Exception:
             log.warning("telemetry: flushing %r failed", provider, exc_info=True)

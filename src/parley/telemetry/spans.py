@@ -22,6 +22,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from parley.protocol.operations import Operation
 from parley.telemetry import propagation
 from parley.telemetry.context import RequestScope, reset
+from parley.telemetry.requests import final_event, method_name, request_task_id
 
 # --- attribute names ---------------------------------------------------------------------------
 
@@ -46,31 +47,12 @@ ERROR_TYPE = "error.type"
 
 SERVICE = "lf.a2a.v1.A2AService"
 
-METHOD_NAMES: dict[Operation, str] = {
-    Operation.SEND: "SendMessage",
-    Operation.STREAM: "SendStreamingMessage",
-    Operation.GET: "GetTask",
-    Operation.LIST: "ListTasks",
-    Operation.CANCEL: "CancelTask",
-    Operation.SUBSCRIBE: "SubscribeToTask",
-    Operation.PUSH_SET: "CreateTaskPushNotificationConfig",
-    Operation.PUSH_GET: "GetTaskPushNotificationConfig",
-    Operation.PUSH_LIST: "ListTaskPushNotificationConfigs",
-    Operation.PUSH_DELETE: "DeleteTaskPushNotificationConfig",
-    Operation.EXTENDED_CARD: "GetExtendedAgentCard",
-}
-
 GRPC_CODES = {  # grpc.StatusCode names -> numbers (rpc.grpc.status_code), without importing grpc
     "OK": 0, "CANCELLED": 1, "UNKNOWN": 2, "INVALID_ARGUMENT": 3, "DEADLINE_EXCEEDED": 4, "NOT_FOUND": 5,
     "ALREADY_EXISTS": 6, "PERMISSION_DENIED": 7, "RESOURCE_EXHAUSTED": 8, "FAILED_PRECONDITION": 9,
     "ABORTED": 10, "OUT_OF_RANGE": 11, "UNIMPLEMENTED": 12, "INTERNAL": 13, "UNAVAILABLE": 14,
     "DATA_LOSS": 15, "UNAUTHENTICATED": 16,
 }
-
-
-def method_name(op: Operation) -> str:
-    """The A2A 1.0 method name of an operation (span names, a2a.method)."""
-    return METHOD_NAMES.get(op, str(op.value))
 
 
 def span_name(method: str | None) -> str:
@@ -231,7 +213,7 @@ async def client_stream(tel: Any, fn: Callable[..., AsyncIterator[Any]], transpo
         finally:
             reset(token)
         while True:
-            if not ended and _final(getattr(item, "event", None)):
+            if not ended and final_event(getattr(item, "event", None)):
                 # The task settled: the call is over, whether or not the consumer closes the stream.
                 ended = True
                 span.end()
@@ -250,29 +232,3 @@ async def client_stream(tel: Any, fn: Callable[..., AsyncIterator[Any]], transpo
         finally:
             if not ended:
                 span.end()
-
-
-def _final(event: Any) -> bool:
-    """Whether a stream event is the last one of its call (a direct reply, or the task settled)."""
-    from parley.protocol import models as m
-    from parley.protocol.states import is_settled
-
-    if isinstance(event, m.Message):
-        return True
-    if isinstance(event, (m.TaskStatusUpdateEvent, m.Task)):
-        return is_settled(event.status.state)
-    return False
-
-
-def request_task_id(op: Operation, request: Any) -> str | None:
-    """The task a request is about, when the request says (not for a new task)."""
-    try:
-        if op in (Operation.SEND, Operation.STREAM):
-            return getattr(request.message, "task_id", None) or None
-        if op in (Operation.GET, Operation.CANCEL, Operation.SUBSCRIBE):
-            return getattr(request, "id", None) or None
-        if op in (Operation.PUSH_SET, Operation.PUSH_GET, Operation.PUSH_LIST, Operation.PUSH_DELETE):
-            return getattr(request, "task_id", None) or None
-    except AttributeError:
-        return None
-    return None

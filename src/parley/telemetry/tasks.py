@@ -376,6 +376,6 @@ def _timestamp_ns(data: dict[str, Any]) -> int | None:
     if not isinstance(raw, str) or not raw:
         return None
     try:
-        return int(datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp() * 1e9)
+        return int(datetime.fromisoformat(raw).timestamp() * 1e9)
     except ValueError:
         return None
