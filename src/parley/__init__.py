@@ -2,6 +2,6 @@
 
 __version__ = "0.1.0"
 
-from parley.app import Parley  # noqa: E402
+from parley.app import Parley
 
 __all__ = ["Parley", "__version__"]

@@ -50,7 +50,7 @@ class Parley:
         self._delegator = None
 
     @property
-    def delegator(self):  # noqa: ANN201 - parley.hub.delegation.Delegator
+    def delegator(self):
         """The delegator agents of this app use (`ctx.delegate(...)`); reads self_url at call time."""
         if self._delegator is None:
             from parley.hub.delegation import Delegator
@@ -92,7 +92,7 @@ class Parley:
 
         return register
 
-    def asgi(self):  # noqa: ANN201 - returns a Starlette app
+    def asgi(self):
         """Build the ASGI application (see :mod:`parley.server.app`)."""
         from parley.server.app import create_app
 

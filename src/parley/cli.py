@@ -184,7 +184,7 @@ def serve(
         fail(str(exc))
     if grpc_port is not None:  # gRPC binding (parley[grpc])
         try:
-            import parley.server.grpc_server  # noqa: F401
+            import parley.server.grpc_server
         except ImportError as exc:
             fail(f"--grpc-port needs the gRPC extra: pip install 'parley[grpc]' ({exc})")
         parley.settings.grpc_port, parley.settings.grpc_host = grpc_port, host
@@ -235,14 +235,14 @@ def _observability(otel: bool | None, log_format: str, log_level: str) -> tuple[
     return log_config, True
 
 
-def _settings(public_url: str | None, max_body_bytes: int | None):  # noqa: ANN202
+def _settings(public_url: str | None, max_body_bytes: int | None):
     from parley.app import DEFAULT_MAX_BODY_BYTES, Settings
 
     return Settings(public_url=public_url, max_body_bytes=max_body_bytes or DEFAULT_MAX_BODY_BYTES)
 
 
 def _from_config(path: str, host: str | None, port: int | None, db: str | None, memory: bool,
-                 public_url: str | None, max_body_bytes: int | None):  # noqa: ANN202
+                 public_url: str | None, max_body_bytes: int | None):
     """Load --config, apply the flags that override it, build the app."""
     from parley.hub.build import build_app
     from parley.hub.config import ConfigError, load_config

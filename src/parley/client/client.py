@@ -18,9 +18,9 @@ from typing import Any
 
 import httpx
 
+from parley.client import transports
 from parley.client.card import fetch_card, select_interface
 from parley.client.errors import ClientError
-from parley.client import transports
 from parley.client.jsonrpc import StreamItem
 from parley.client.transports import Transport
 from parley.protocol import models as m

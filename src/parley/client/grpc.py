@@ -107,7 +107,7 @@ def _rich_status(metadata: Any) -> status_pb2.Status | None:
             status = status_pb2.Status()
             try:
                 status.ParseFromString(value)
-            except Exception:  # noqa: BLE001 - a malformed trailer is just ignored
+            except Exception:
                 return None
             return status
     return None

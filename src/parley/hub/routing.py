@@ -193,7 +193,7 @@ class RoutedAgent(Agent):
         """The skill tags on a target's card (cached for a few minutes); None if it cannot be read."""
         try:
             url = self.delegator.resolve(self.resolve_url(to_agent))
-        except Exception:  # noqa: BLE001 - unresolvable now: the delegation will say why
+        except Exception:
             return None
         hit = self._tags.get(url)
         if hit is not None and hit[0] > time.monotonic():

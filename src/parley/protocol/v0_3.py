@@ -15,7 +15,6 @@ from parley.protocol.codec import expect_object as _obj
 from parley.protocol.codec import from_wire, to_wire
 from parley.protocol.codec import invalid as _bad
 from parley.protocol.codec import json_type as _json_type
-from parley.protocol.errors import InvalidParamsError
 from parley.protocol.operations import Operation
 from parley.protocol.states import is_interrupted, is_terminal
 

@@ -34,8 +34,8 @@ from parley.server.jsonrpc import JsonRpcEndpoint, error_body
 from parley.server.rest import RestEndpoint
 from parley.server.service import A2AService
 from parley.tasks.engine import TaskEngine
-from parley.telemetry import hooks as telemetry
 from parley.tasks.memory_store import MemoryTaskStore
+from parley.telemetry import hooks as telemetry
 from parley.web.dashboard import render_dashboard
 
 if TYPE_CHECKING:

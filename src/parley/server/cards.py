@@ -108,4 +108,4 @@ def document(card_json: dict[str, Any], modified_at: float) -> CardDocument:
     return CardDocument(body=body, etag=etag, last_modified=formatdate(modified_at, usegmt=True))
 
 
-__all__ = ["CardOptions", "build_card", "card_v1", "card_v03", "document", "interfaces", "__version__"]
+__all__ = ["CardOptions", "__version__", "build_card", "card_v03", "card_v1", "document", "interfaces"]

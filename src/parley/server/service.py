@@ -8,19 +8,19 @@ and encode what comes back in the caller's protocol version.
 from __future__ import annotations
 
 import uuid
-
-import msgspec
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from parley.protocol import models as m
+import msgspec
+
 from parley.agents.base import Agent
+from parley.protocol import models as m
 from parley.protocol.errors import (
     ContentTypeNotSupportedError,
     ExtendedCardNotConfiguredError,
-    InvalidParamsError,
     ExtensionSupportRequiredError,
+    InvalidParamsError,
     PushNotificationNotSupportedError,
     TaskNotFoundError,
     UnsupportedOperationError,

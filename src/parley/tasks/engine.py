@@ -507,7 +507,7 @@ class TaskEngine:
                 continue
             try:
                 await asyncio.wait_for(changed.wait(), self.keepalive)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 yield None
 
     async def subscribe(

@@ -8,7 +8,7 @@ entries.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Literal
 
 from parley.protocol import models as m
@@ -44,7 +44,7 @@ class Entry:
 
 def now_iso() -> str:
     """The current UTC time, ISO 8601 with milliseconds and a Z."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def apply(task: m.Task | None, event: Entry | m.Task | m.Message | m.TaskStatusUpdateEvent | m.TaskArtifactUpdateEvent) -> m.Task:

@@ -10,8 +10,9 @@ import base64
 import binascii
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
+
 from parley.protocol import models as m
 from parley.protocol.errors import InvalidParamsError
 from parley.tasks.log import Entry
@@ -113,8 +114,8 @@ def _normalise_timestamp(value: str) -> str:
             f"Invalid params: `statusTimestampAfter` {value!r} is not an ISO 8601 timestamp"
         ) from None
     if ts.tzinfo is None:
-        ts = ts.replace(tzinfo=timezone.utc)
-    return ts.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        ts = ts.replace(tzinfo=UTC)
+    return ts.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class TaskStore(ABC):

@@ -248,7 +248,7 @@ class AgentLoop(Agent):
             try:
                 async for ev in backend.stream(request):
                     queue.put_nowait(ev)
-            except Exception as exc:  # noqa: BLE001 - handed to the consumer
+            except Exception as exc:
                 queue.put_nowait(exc)
             else:
                 queue.put_nowait(_END)
@@ -349,7 +349,7 @@ async def _invoke(tool: Tool | None, call: ToolCall, tools: Mapping[str, Tool]) 
         return render_error(str(exc)), False
     try:
         return render_result(await tool.call(args)), True
-    except Exception as exc:  # noqa: BLE001 - the model is told, the loop goes on
+    except Exception as exc:
         return render_error(exc), False
 
 

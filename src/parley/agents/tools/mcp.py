@@ -149,7 +149,7 @@ class MCPTools(Toolset):
         try:
             async with asyncio.timeout(self.timeout):
                 await asyncio.shield(runner)
-        except Exception:  # noqa: BLE001 - closing is best effort (TimeoutError included)
+        except Exception:
             runner.cancel()
 
     # --- tools -----------------------------------------------------------------
@@ -173,7 +173,7 @@ class MCPTools(Toolset):
         session = await self._ensure()
         try:
             result = await session.call_tool(name, arguments)
-        except Exception as exc:  # noqa: BLE001 - protocol errors (unknown tool, bad arguments, lost connection)
+        except Exception as exc:
             raise ToolError(f"the MCP server {self.label} refused the call: {_leaf(exc)}") from None
         wire = result.model_dump(mode="json", by_alias=True, exclude_none=True)
         text = _content_text(wire.get("content") or [])

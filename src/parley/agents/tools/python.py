@@ -109,7 +109,7 @@ def function_schema(fn: Callable[..., Any], docs: dict[str, str] | None = None) 
     docs = docs or {}
     try:
         hints = get_type_hints(fn)
-    except Exception:  # noqa: BLE001 - unresolvable annotations: describe those parameters as "anything"
+    except Exception:
         hints = {}
     props: dict[str, Any] = {}
     required: list[str] = []
