@@ -7,9 +7,12 @@
 Starts both servers as separate subprocesses (uvicorn, one worker, same settings):
 
   parley   bench/parley_server.py: `default_app(db)` — the built-in echo agent over the
-           SQLite store, in a fresh temp dir
-  a2a-sdk  bench/sdk_echo_server.py: a2a-sdk JSON-RPC routes (v0.3 compat on),
-           DefaultRequestHandler, InMemoryTaskStore, an echo AgentExecutor
+           SQLite store, in a fresh temp dir; JSON-RPC, REST and (with a gRPC port) gRPC
+  a2a-sdk  bench/sdk_echo_server.py: a2a-sdk JSON-RPC and REST routes (v0.3 compat on),
+           a gRPC GrpcHandler, DefaultRequestHandler, InMemoryTaskStore, an echo AgentExecutor
+
+Both get a gRPC port when a gRPC scenario is selected (the full run); each scenario
+uses the same binding on both servers.
 
 warms both up, then runs every scenario against each server with bench/loadgen.py
 (one subprocess per measurement), alternating which server goes first, repeated
@@ -47,20 +50,25 @@ OUT = HERE / "out"
 SERVERS = ("parley", "sdk")
 LABEL = {"parley": "Parley", "sdk": "a2a-sdk"}
 
-# (name, loadgen scenario, protocol)
+# (name, loadgen scenario, protocol, binding)
 SCENARIOS = [
-    ("unary-1.0", "unary", "1.0"),
-    ("unary-0.3", "unary", "0.3"),
-    ("stream-1.0", "stream", "1.0"),
-    ("stream-0.3", "stream", "0.3"),
-    ("get-1.0", "get", "1.0"),
-    ("card", "card", "0.3"),  # plain GET without an A2A-Version header
+    ("unary-1.0", "unary", "1.0", "jsonrpc"),
+    ("unary-0.3", "unary", "0.3", "jsonrpc"),
+    ("stream-1.0", "stream", "1.0", "jsonrpc"),
+    ("stream-0.3", "stream", "0.3", "jsonrpc"),
+    ("get-1.0", "get", "1.0", "jsonrpc"),
+    ("card", "card", "0.3", "jsonrpc"),  # plain GET without an A2A-Version header
+    ("unary-rest-1.0", "unary", "1.0", "rest"),  # POST {base}/message:send, A2A-Version: 1.0
+    ("unary-rest-0.3", "unary", "0.3", "rest"),  # POST {base}/v1/message:send, 0.3 ProtoJSON
+    ("unary-grpc-1.0", "unary", "1.0", "grpc"),  # lf.a2a.v1.A2AService/SendMessage, one channel
 ]
 # Unloaded latency: one request in flight.
 LATENCY_SCENARIOS = [
-    ("unary-1.0@c1", "unary", "1.0"),
-    ("stream-1.0@c1", "stream", "1.0"),
+    ("unary-1.0@c1", "unary", "1.0", "jsonrpc"),
+    ("stream-1.0@c1", "stream", "1.0", "jsonrpc"),
 ]
+# Unary scenarios the verdict checks (throughput >= 3x and a lower p50), then streams (TTFE p50).
+VERDICT = ("unary-1.0", "unary-0.3", "unary-rest-1.0", "unary-rest-0.3", "unary-grpc-1.0", "stream-1.0", "stream-0.3")
 PACKAGES = [
     "parley",
     "a2a-sdk",
@@ -74,6 +82,7 @@ PACKAGES = [
     "pydantic",
     "aiohttp",
     "httpx",
+    "grpcio",
 ]
 
 
@@ -87,10 +96,28 @@ def free_port() -> int:
 
 
 class ServerProc:
-    def __init__(self, name: str, cmd: list[str], port: int, log: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        cmd: list[str],
+        port: int,
+        log: Path,
+        env: dict[str, str] | None = None,
+        grpc_port: int | None = None,
+    ) -> None:
         self.name, self.cmd, self.port, self.log_path, self.env = name, cmd, port, log, env or {}
         self.url = f"http://127.0.0.1:{port}/"
+        self.grpc_port = grpc_port
+        self.grpc_target = f"127.0.0.1:{grpc_port}" if grpc_port else None
         self.proc: subprocess.Popen | None = None
+
+    def target(self, binding: str) -> str:
+        """What loadgen.py is pointed at for `binding`: the HTTP URL, or host:port for gRPC."""
+        if binding == "grpc":
+            if self.grpc_target is None:
+                raise SystemExit(f"{self.name} server has no gRPC port")
+            return self.grpc_target
+        return self.url
 
     def start(self) -> None:
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
@@ -105,10 +132,19 @@ class ServerProc:
                 contextlib.suppress(OSError),
                 urllib.request.urlopen(self.url + ".well-known/agent-card.json", timeout=2) as r,
             ):
-                if r.status == 200:
+                if r.status == 200 and self._grpc_listening():
                     return
             time.sleep(0.2)
         raise SystemExit(f"{self.name} server did not answer within 30 s; see {self.log_path}")
+
+    def _grpc_listening(self) -> bool:
+        if self.grpc_port is None:
+            return True
+        try:
+            with socket.create_connection(("127.0.0.1", self.grpc_port), timeout=2):
+                return True
+        except OSError:
+            return False
 
     @property
     def pid(self) -> int:
@@ -140,7 +176,15 @@ class ServerProc:
 
 
 def loadgen(
-    url: str, scenario: str, protocol: str, *, concurrency: int, duration: float, warmup: float, server_pid: int | None
+    url: str,
+    scenario: str,
+    protocol: str,
+    *,
+    concurrency: int,
+    duration: float,
+    warmup: float,
+    server_pid: int | None,
+    binding: str = "jsonrpc",
 ) -> dict[str, Any]:
     cmd = [
         sys.executable,
@@ -150,6 +194,8 @@ def loadgen(
         scenario,
         "--protocol",
         protocol,
+        "--binding",
+        binding,
         "--concurrency",
         str(concurrency),
         "--duration",
@@ -332,7 +378,7 @@ def table(summary: dict[str, dict[str, dict]], names: list[str], runs: list[dict
 
 def verdict(summary: dict[str, dict[str, dict]]) -> list[str]:
     out = []
-    for name in ("unary-1.0", "unary-0.3", "stream-1.0", "stream-0.3"):
+    for name in VERDICT:
         if name not in summary:
             continue
         p, s = summary[name]["parley"], summary[name]["sdk"]
@@ -380,6 +426,11 @@ def main() -> None:
         keep = set(args.only.split(","))
         scenarios = [s for s in scenarios if s[0] in keep]
         lat_scenarios = [s for s in lat_scenarios if s[0] in keep]
+        unknown = keep - {s[0] for s in SCENARIOS + LATENCY_SCENARIOS}
+        if unknown:
+            ap.error(f"unknown scenario(s) in --only: {', '.join(sorted(unknown))}")
+    bindings = {s[3] for s in [*scenarios, *lat_scenarios]}
+    with_grpc = "grpc" in bindings
 
     OUT.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -402,20 +453,16 @@ def main() -> None:
     env.setdefault("sdk_otel_installed", False)
     env["sdk_otel"] = args.sdk_otel
     p_port, s_port = free_port(), free_port()
+    pg_port, sg_port = (free_port(), free_port()) if with_grpc else (None, None)
+    p_cmd = [sys.executable, str(HERE / "parley_server.py"), "--port", str(p_port), "--db", str(tmp / "bench.db")]
+    s_cmd = [sys.executable, str(HERE / "sdk_echo_server.py"), "--port", str(s_port)]
+    if with_grpc:
+        p_cmd += ["--grpc-port", str(pg_port)]
+        s_cmd += ["--grpc-port", str(sg_port)]
+    env["grpc_served"] = with_grpc
     servers = {
-        "parley": ServerProc(
-            "parley",
-            [sys.executable, str(HERE / "parley_server.py"), "--port", str(p_port), "--db", str(tmp / "bench.db")],
-            p_port,
-            tmp / "parley.log",
-        ),
-        "sdk": ServerProc(
-            "sdk",
-            [sys.executable, str(HERE / "sdk_echo_server.py"), "--port", str(s_port)],
-            s_port,
-            tmp / "sdk.log",
-            env=sdk_env,
-        ),
+        "parley": ServerProc("parley", p_cmd, p_port, tmp / "parley.log", grpc_port=pg_port),
+        "sdk": ServerProc("sdk", s_cmd, s_port, tmp / "sdk.log", env=sdk_env, grpc_port=sg_port),
     }
 
     runs: list[dict[str, Any]] = []
@@ -424,25 +471,42 @@ def main() -> None:
         for srv in servers.values():
             srv.start()
         # Warm-up: every code path once under load, not recorded.
+        warm = [("unary", "1.0", "jsonrpc"), ("unary", "0.3", "jsonrpc"), ("stream", "1.0", "jsonrpc"),
+                ("get", "1.0", "jsonrpc"), ("card", "0.3", "jsonrpc")]  # fmt: skip
+        warm += [(sc, proto, b) for _, sc, proto, b in scenarios if b != "jsonrpc"]
         for name in SERVERS:
-            for sc, proto in (("unary", "1.0"), ("unary", "0.3"), ("stream", "1.0"), ("get", "1.0"), ("card", "0.3")):
+            for sc, proto, binding in warm:
                 loadgen(
-                    servers[name].url, sc, proto, concurrency=args.concurrency, duration=0.5, warmup=0, server_pid=None
+                    servers[name].target(binding),
+                    sc,
+                    proto,
+                    concurrency=args.concurrency,
+                    duration=0.5,
+                    warmup=0,
+                    server_pid=None,
+                    binding=binding,
                 )
         print(f"# warmed up in {time.time() - t_start:.0f} s", flush=True)
 
-        plan: list[tuple[int, str, str, str, int, float]] = []
+        plan: list[tuple[int, str, str, str, str, int, float]] = []
         for rep in range(args.repeats):
-            for i, (name, sc, proto) in enumerate(scenarios):
-                plan.append((rep, name, sc, proto, args.concurrency, args.duration))
-            for i, (name, sc, proto) in enumerate(lat_scenarios):
-                plan.append((rep, name, sc, proto, 1, args.latency_duration))
-        for k, (rep, name, sc, proto, conc, dur) in enumerate(plan):
+            for name, sc, proto, binding in scenarios:
+                plan.append((rep, name, sc, proto, binding, args.concurrency, args.duration))
+            for name, sc, proto, binding in lat_scenarios:
+                plan.append((rep, name, sc, proto, binding, 1, args.latency_duration))
+        for k, (rep, name, sc, proto, binding, conc, dur) in enumerate(plan):
             order = SERVERS if (rep + k) % 2 == 0 else tuple(reversed(SERVERS))  # alternate who goes first
             for server in order:
                 srv = servers[server]
                 res = loadgen(
-                    srv.url, sc, proto, concurrency=conc, duration=dur, warmup=args.warmup, server_pid=srv.pid
+                    srv.target(binding),
+                    sc,
+                    proto,
+                    concurrency=conc,
+                    duration=dur,
+                    warmup=args.warmup,
+                    server_pid=srv.pid,
+                    binding=binding,
                 )
                 res.update(
                     server=server,
@@ -487,7 +551,8 @@ def main() -> None:
             f"(+{args.warmup:g} s warm-up), median of {args.repeats} repeat(s); `@c1` rows: concurrency 1, "
             f"{args.latency_duration:g} s per run. Parley at {env['git'].get('commit', '?')[:10]}"
             f"{' (src modified)' if env['git'].get('dirty_src') else ''}; a2a-sdk OpenTelemetry wrappers "
-            f"{args.sdk_otel}{'' if env['sdk_otel_installed'] else ' (opentelemetry not installed: no-op)'}."
+            f"{args.sdk_otel}{'' if env['sdk_otel_installed'] else ' (opentelemetry not installed: no-op)'}; "
+            f"gRPC port {'on' if with_grpc else 'off'} on both servers."
         ),
         "",
         table(summary, names, runs),
@@ -507,7 +572,10 @@ def main() -> None:
         "command": command,
         "config": vars(args),
         "environment": env,
-        "servers": {name: {"cmd": servers[name].cmd, "url": servers[name].url} for name in SERVERS},
+        "servers": {
+            name: {"cmd": servers[name].cmd, "url": servers[name].url, "grpc": servers[name].grpc_target}
+            for name in SERVERS
+        },
         "elapsed_s": round(elapsed, 1),
         "summary": summary,
         "rss_mb": rss,

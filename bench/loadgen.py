@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""A closed-loop load generator for any A2A JSON-RPC endpoint.
+"""A closed-loop load generator for any A2A endpoint: JSON-RPC, HTTP+JSON (REST) or gRPC.
 
     python bench/loadgen.py URL --scenario unary|stream|get|card --protocol 1.0|0.3 \
-        --concurrency N --duration S [--requests N]
+        [--binding jsonrpc|rest|grpc] --concurrency N --duration S [--requests N]
 
-`URL` is the agent's JSON-RPC endpoint (e.g. http://127.0.0.1:9001/). Scenarios:
+`URL` is the agent's JSON-RPC endpoint (e.g. http://127.0.0.1:9001/), its REST base URL
+with `--binding rest`, or the gRPC target host:port with `--binding grpc`. Scenarios
+(JSON-RPC binding):
 
   unary   message/send (0.3, kind-tagged message) or SendMessage (1.0, header
           `A2A-Version: 1.0`, parts [{"text": ...}], role ROLE_USER); every request has a
@@ -14,8 +16,21 @@
   get     tasks/get / GetTask of one task created (by a unary send) during warm-up.
   card    GET /.well-known/agent-card.json at the URL's origin (or --card-url).
 
+Other bindings (unary only):
+
+  --binding rest   POST {URL}/message:send, header `A2A-Version: 1.0`, body {"message": {...}}
+                   (1.0, `parts`), or POST {URL}/v1/message:send without the header and the
+                   0.3 ProtoJSON message (`content`, role ROLE_USER) (0.3). The answer must be
+                   {"task": {...}} in state TASK_STATE_COMPLETED.
+  --binding grpc   lf.a2a.v1.A2AService/SendMessage (A2A 1.0 only) over grpc.aio, metadata
+                   `a2a-version: 1.0`, `tenant` from --tenant (empty: the default agent). The
+                   protobuf messages come from the a2a-sdk's generated a2a_pb2 (or Parley's
+                   when the SDK is not installed); the call is made with
+                   `channel.unary_unary`, so no service stub module is imported. All N workers
+                   share --grpc-channels channels (default 1: one HTTP/2 connection).
+
 N workers each keep one request in flight (closed loop) over a shared keep-alive
-connection pool of N connections. The run stops by itself after --duration seconds
+connection pool of N connections (HTTP bindings). The run stops by itself after --duration seconds
 or --requests requests, whichever comes first; requests still in flight at the
 deadline are allowed to finish (bounded by --timeout) and counted.
 
@@ -52,6 +67,7 @@ except ImportError:  # pragma: no cover
 
 DEFAULT_TEXT = "the quick brown fox jumps over the lazy dog and runs away"  # 12 words: 4 echo chunks
 SCENARIOS = ("unary", "stream", "get", "card")
+BINDINGS = ("jsonrpc", "rest", "grpc")
 
 # ----------------------------------------------------------------------------- requests
 
@@ -147,6 +163,104 @@ class Protocol:
             su = result.get("statusUpdate")
             return isinstance(su, dict) and self.completed(su.get("status"))
         return result.get("kind") == "status-update" and self.completed(result.get("status"))
+
+
+class RestUnary:
+    """SendMessage over the HTTP+JSON (REST) binding: 1.0 at {base}/message:send, 0.3 at {base}/v1/message:send."""
+
+    def __init__(self, base_url: str, version: str, text: str) -> None:
+        base = base_url.rstrip("/")
+        text_json = json.dumps(text)
+        if version == "1.0":
+            self.url = base + "/message:send"
+            self.headers = {"Content-Type": "application/json", "A2A-Version": "1.0"}
+            parts = '"parts":[{"text":' + text_json + "}]"
+        else:  # 0.3 HTTP+JSON: the ProtoJSON of the 0.3 proto (`content`, ROLE_USER), no A2A-Version header
+            self.url = base + "/v1/message:send"
+            self.headers = {"Content-Type": "application/json"}
+            parts = '"content":[{"text":' + text_json + "}]"
+        self._head = '{"message":{"role":"ROLE_USER",' + parts + ',"messageId":"'
+        self._run = uuid.uuid4().hex[:12]
+        self._n = 0
+
+    def body(self) -> bytes:
+        self._n += 1
+        return (self._head + f"lg-{self._run}-{self._n}" + '"}}').encode()
+
+    @staticmethod
+    def check(body: bytes) -> str | None:
+        """None when the body is {"task": {...}} in state TASK_STATE_COMPLETED, else a short reason."""
+        try:
+            obj = _decode(body)
+        except (ValueError, TypeError):
+            return "invalid JSON response"
+        task = obj.get("task") if isinstance(obj, dict) else None
+        if not isinstance(task, dict) or "id" not in task:
+            return "response is not {task}"
+        status = task.get("status")
+        state = status.get("state") if isinstance(status, dict) else None
+        return None if state == "TASK_STATE_COMPLETED" else f"task not completed: {state}"
+
+
+class GrpcUnary:
+    """SendMessage over gRPC (A2A 1.0, lf.a2a.v1.A2AService) on grpc.aio channels shared by all workers.
+
+    Uses the a2a-sdk's generated messages (Parley's when the SDK is missing; each process loads only one
+    of the two, so their shared proto symbols never clash) and `channel.unary_unary` directly.
+    """
+
+    METHOD = "/lf.a2a.v1.A2AService/SendMessage"
+
+    def __init__(self, target: str, text: str, tenant: str, channels: int, timeout: float) -> None:
+        import grpc
+        import grpc.aio
+
+        try:
+            from a2a.types import a2a_pb2 as pb
+        except ImportError:  # pragma: no cover
+            from parley.grpc import a2a_pb2 as pb
+        self.grpc = grpc
+        self.pb = pb
+        self.text, self.tenant, self.timeout = text, tenant, timeout
+        self.metadata = (("a2a-version", "1.0"),)
+        # separate channels get separate connections only with a local subchannel pool
+        options = [("grpc.use_local_subchannel_pool", 1)] if channels > 1 else []
+        target = target.removeprefix("grpc://").rstrip("/")
+        self.channels = [grpc.aio.insecure_channel(target, options=options) for _ in range(channels)]
+        self.calls = [
+            ch.unary_unary(
+                self.METHOD,
+                request_serializer=pb.SendMessageRequest.SerializeToString,
+                response_deserializer=pb.SendMessageResponse.FromString,
+            )
+            for ch in self.channels
+        ]
+        self._run = uuid.uuid4().hex[:12]
+        self._n = 0
+
+    async def send(self) -> str | None:
+        """One SendMessage; None when the answer is a completed task, else a short reason."""
+        pb = self.pb
+        self._n += 1
+        call = self.calls[self._n % len(self.calls)]
+        request = pb.SendMessageRequest(
+            tenant=self.tenant,
+            message=pb.Message(
+                message_id=f"lg-{self._run}-{self._n}", role=pb.ROLE_USER, parts=[pb.Part(text=self.text)]
+            ),
+        )
+        try:
+            response = await call(request, metadata=self.metadata, timeout=self.timeout)
+        except self.grpc.aio.AioRpcError as exc:
+            return f"gRPC {exc.code().name}: {exc.details()}"[:200]
+        if not response.HasField("task"):
+            return "response is not a task"
+        state = response.task.status.state
+        return None if state == pb.TASK_STATE_COMPLETED else f"task not completed: {pb.TaskState.Name(state)}"
+
+    async def close(self) -> None:
+        for ch in self.channels:
+            await ch.close()
 
 
 # ----------------------------------------------------------------------------- HTTP clients
@@ -345,6 +459,8 @@ class LoadGen:
         )
         self.card_headers = {"A2A-Version": "1.0"} if args.protocol == "1.0" else {}
         self.task_id: str | None = None
+        self.rest = RestUnary(args.url, args.protocol, args.text) if args.binding == "rest" else None
+        self.grpc: GrpcUnary | None = None  # made in run(), on the event loop
 
     async def one(self, client: Client, stats: Stats | None) -> None:
         """One request of the scenario; records into `stats` (None: warm-up, not recorded)."""
@@ -355,7 +471,12 @@ class LoadGen:
         n_events = 0
         problem: str | None = None
         try:
-            if sc == "unary":
+            if self.grpc is not None:  # binding grpc (unary)
+                problem = await self.grpc.send()
+            elif self.rest is not None:  # binding rest (unary)
+                status, body = await client.post(self.rest.url, self.rest.body(), self.rest.headers)
+                problem = f"HTTP {status}" if status != 200 else self.rest.check(body)
+            elif sc == "unary":
                 status, body = await client.post(self.url, p.send_body(p.send_method), p.headers)
                 problem = f"HTTP {status}" if status != 200 else p.check_task(body)[0]
             elif sc == "get":
@@ -436,7 +557,11 @@ class LoadGen:
 
     async def run(self) -> dict[str, Any]:
         a = self.args
-        client = make_client(a.client, a.concurrency, a.timeout)
+        if a.binding == "grpc":
+            self.grpc = GrpcUnary(a.url, a.text, a.tenant, a.grpc_channels, a.timeout)
+            client: Any = None
+        else:
+            client = make_client(a.client, a.concurrency, a.timeout)
         try:
             await self.prepare(client)
             if a.warmup > 0:
@@ -448,13 +573,17 @@ class LoadGen:
             ru1 = resource.getrusage(resource.RUSAGE_SELF)
             srv1 = process_cpu(a.server_pid)
         finally:
-            await client.close()
+            if client is not None:
+                await client.close()
+            if self.grpc is not None:
+                await self.grpc.close()
         cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
         out: dict[str, Any] = {
             "url": a.url,
             "scenario": a.scenario,
             "protocol": a.protocol,
-            "client": client_name(a.client),
+            "binding": a.binding,
+            "client": "grpc.aio" if a.binding == "grpc" else client_name(a.client),
             "concurrency": a.concurrency,
             "duration_s": round(elapsed, 3),
             "requests": stats.ok,
@@ -477,6 +606,9 @@ class LoadGen:
             out["events_per_stream"] = round(stats.events / max(1, stats.ok + stats.errors), 2)
         if a.scenario == "get":
             out["task_id"] = self.task_id
+        if a.binding == "grpc":
+            out["grpc_channels"] = a.grpc_channels
+            out["tenant"] = a.tenant
         return out
 
 
@@ -493,10 +625,19 @@ def process_cpu(pid: int | None) -> float | None:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description="Closed-loop load generator for an A2A JSON-RPC endpoint.")
-    ap.add_argument("url", help="the agent's JSON-RPC URL, e.g. http://127.0.0.1:9001/")
+    ap = argparse.ArgumentParser(description="Closed-loop load generator for an A2A endpoint (JSON-RPC, REST, gRPC).")
+    ap.add_argument(
+        "url",
+        help="the agent's JSON-RPC URL (e.g. http://127.0.0.1:9001/), its REST base URL (--binding rest) "
+        "or the gRPC target host:port (--binding grpc)",
+    )
     ap.add_argument("--scenario", choices=SCENARIOS, default="unary")
     ap.add_argument("--protocol", choices=("1.0", "0.3"), default="1.0")
+    ap.add_argument(
+        "--binding", choices=BINDINGS, default="jsonrpc", help="rest and grpc: the unary scenario only; grpc: 1.0 only"
+    )
+    ap.add_argument("--tenant", default="", help="gRPC: the request's tenant (Parley: the agent id; empty: default)")
+    ap.add_argument("--grpc-channels", type=int, default=1, help="gRPC: channels (connections) the workers share")
     ap.add_argument("--concurrency", "-c", type=int, default=16, help="requests in flight (and connections)")
     ap.add_argument("--duration", "-d", type=float, default=10.0, help="seconds to measure (upper bound)")
     ap.add_argument("--requests", "-n", type=int, default=None, help="stop after this many requests")
@@ -520,6 +661,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ap.error("--duration must be in (0, 3600]")
     if args.requests is not None and args.requests < 1:
         ap.error("--requests must be >= 1")
+    if args.binding != "jsonrpc" and args.scenario != "unary":
+        ap.error(f"--binding {args.binding} supports only --scenario unary")
+    if args.binding == "grpc" and args.protocol != "1.0":
+        ap.error("--binding grpc is A2A 1.0 only (lf.a2a.v1.A2AService)")
+    if args.grpc_channels < 1:
+        ap.error("--grpc-channels must be >= 1")
     return args
 
 
