@@ -39,3 +39,4 @@ def test_public_url_wins(serve):
     assert urls(card) == {"https://public.example/base/a2a/echo"}
     legacy = httpx.get(srv.url + "/.well-known/agent-card.json").json()
     assert legacy["url"] == "https://public.example/base/"
+

@@ -31,7 +31,7 @@ from parley.protocol.codec import dumps
 from parley.protocol.errors import MethodNotFoundError
 from parley.server.cards import CardDocument, build_card, card_v03, card_v1, document
 from parley.server.jsonrpc import JsonRpcEndpoint, error_body
-from parley.server.rest import RestEndpoint
+from parley.server.rest import RestEndpoint, status_body
 from parley.server.service import A2AService
 from parley.tasks.engine import TaskEngine
 from parley.tasks.memory_store import MemoryTaskStore
@@ -128,7 +128,7 @@ class Server:
     async def rest_agent(self, request: Request) -> Response:
         agent_id = request.path_params["agent_id"]
         if agent_id not in self.app.agents:
-            return _unknown_agent(agent_id)
+            return _unknown_agent(agent_id, rest=True)
         return await self.rest.handle(request, agent_id, principal_of(request), request.path_params["rest"])
 
     async def rest_root(self, request: Request) -> Response:
@@ -263,9 +263,11 @@ def _not_modified(request: Request, doc: CardDocument) -> bool:
     return False
 
 
-def _unknown_agent(agent_id: str) -> Response:
+def _unknown_agent(agent_id: str, *, rest: bool = False) -> Response:
+    """404 for an agent id nobody hosts, in the body format of the binding asked for."""
     err = MethodNotFoundError(f"No agent {agent_id!r} is hosted here; GET /agents lists them")
-    return Response(error_body(None, err, "0.3"), status_code=404, media_type="application/json")
+    body = status_body(err) if rest else error_body(None, err, "0.3")
+    return Response(body, status_code=404, media_type="application/json")
 
 
 def create_app(app: Parley) -> Starlette:
