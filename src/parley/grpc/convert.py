@@ -10,6 +10,11 @@ ProtoJSON leaves out fields that hold their zero value, and proto3 cannot tell
 "empty" from "absent" for plain strings, numbers and lists; the canonical model
 requires a few of those (`ListTasksResponse.nextPageToken`, `Task.contextId`,
 ...), so :func:`to_dict` puts their zero values back.
+
+The server's hot paths (encoding Task / Message / stream events, decoding
+SendMessageRequest and GetTaskRequest) go through :mod:`parley.grpc.fast`, which
+builds the same messages and dicts without json_format and hands anything it does
+not handle exactly like json_format back to it.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from google.protobuf import empty_pb2, json_format
 from google.protobuf.message import Message as ProtoMessage
 
 from parley.grpc import a2a_pb2 as pb
+from parley.grpc import fast
 from parley.protocol import v1_0
 from parley.protocol.errors import InternalError, InvalidAgentResponseError, InvalidParamsError
 from parley.protocol.operations import Operation
@@ -108,24 +114,42 @@ def from_dict(data: Any, cls: type[ProtoMessage]) -> ProtoMessage:
 # --- server side -------------------------------------------------------------------
 
 
+# Messages whose conversion has a fast path (parley.grpc.fast), which falls back to
+# json_format for anything it does not handle exactly like json_format.
+_FAST_REQUESTS = frozenset({Operation.SEND, Operation.STREAM, Operation.GET})
+_FAST_RESULTS = frozenset({Operation.SEND, Operation.GET, Operation.CANCEL})
+
+
 def decode_request(op: Operation, message: ProtoMessage) -> Any:
     """A request message as the canonical request of `op` (InvalidParamsError if it does not validate)."""
-    return v1_0.decode(op, json_format.MessageToDict(message))
+    if op in _FAST_REQUESTS:
+        try:
+            data = fast.to_dict(message)
+        except fast.Fallback:
+            data = json_format.MessageToDict(message)
+    else:
+        data = json_format.MessageToDict(message)
+    return v1_0.decode(op, data)
 
 
 def encode_result(op: Operation, result: Any) -> ProtoMessage:
     """The canonical result of a unary operation as its response message."""
     if op is Operation.PUSH_DELETE:
         return empty_pb2.Empty()
-    return _encode(v1_0.encode_result(op, result), RESPONSES[op])
+    return _encode(v1_0.encode_result(op, result), RESPONSES[op], op in _FAST_RESULTS)
 
 
 def encode_event(event: Any) -> pb.StreamResponse:
     """A streamed canonical event as a StreamResponse."""
-    return _encode(v1_0.encode_event(event), pb.StreamResponse)
+    return _encode(v1_0.encode_event(event), pb.StreamResponse, True)
 
 
-def _encode(data: Any, cls: type[ProtoMessage]) -> Any:
+def _encode(data: Any, cls: type[ProtoMessage], quick: bool = False) -> Any:
+    if quick:
+        try:
+            return fast.parse(data, cls)
+        except fast.Fallback:
+            pass
     try:
         return from_dict(data, cls)
     except json_format.ParseError as exc:
