@@ -77,9 +77,7 @@ class RunContext:
 
     def resume_delegation(self, message: Any = None, **options: Any) -> Any:
         """Forward the user's answer to the delegated task that asked for it, if any (else None)."""
-        from parley.hub.delegation import Delegator
-
-        if self.delegator is None or Delegator.pending(self) is None:
+        if self.delegator is None or self.delegator.pending(self) is None:
             return None
         return self.delegator.resume(self, message, **options)
 

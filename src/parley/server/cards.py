@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from email.utils import formatdate
 from typing import Any
 
-from parley import __version__
 from parley.agents.base import Agent
 from parley.protocol import models as m
 from parley.protocol.codec import dumps, to_wire
@@ -108,4 +107,4 @@ def document(card_json: dict[str, Any], modified_at: float) -> CardDocument:
     return CardDocument(body=body, etag=etag, last_modified=formatdate(modified_at, usegmt=True))
 
 
-__all__ = ["CardOptions", "__version__", "build_card", "card_v03", "card_v1", "document", "interfaces"]
+__all__ = ["CardOptions", "build_card", "card_v03", "card_v1", "document", "interfaces"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.requests import Request
 
-from parley.protocol.errors import PayloadTooLargeError
+from parley.protocol.errors import InvalidRequestError, PayloadTooLargeError
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 KEEPALIVE_FRAME = b": keep-alive\n\n"
@@ -42,8 +42,6 @@ def last_event_id(request: Request) -> int | None:
         return None
     raw = raw.strip()
     if not raw.isdigit():
-        from parley.protocol.errors import InvalidRequestError
-
         raise InvalidRequestError(f"Invalid request: Last-Event-ID {raw!r} is not an event id of this server")
     return int(raw)
 

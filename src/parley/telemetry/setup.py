@@ -90,10 +90,6 @@ def enable_log_context(on: bool = True) -> None:
     _log_context = on
 
 
-def log_context_enabled() -> bool:
-    return _log_context
-
-
 def otel_available() -> bool:
     """Whether the OpenTelemetry SDK can be imported (the `parley[otel]` extra)."""
     try:
@@ -120,12 +116,6 @@ def env_wants_telemetry(env: Mapping[str, str] | None = None) -> bool:
     if traces is not None:
         return traces != "none"
     return bool(env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
-
-
-def env_disabled(env: Mapping[str, str] | None = None) -> bool:
-    """OTEL_SDK_DISABLED=true."""
-    env = os.environ if env is None else env
-    return _truthy(env.get("OTEL_SDK_DISABLED"))
 
 
 def _otlp_module(signal: str, env: Mapping[str, str]) -> Any:
