@@ -10,9 +10,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from support import LiveServer, free_port, rpc, running  # noqa: E402
-
-from parley.serve import default_app  # noqa: E402
+from parley.serve import default_app
+from support import LiveServer, free_port, rpc, running
 
 
 @pytest.fixture

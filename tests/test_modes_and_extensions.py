@@ -3,11 +3,11 @@
 import httpx
 import pytest
 
-from support import rpc
 from parley.app import Parley
 from parley.client import A2AClient
 from parley.protocol import models as m
 from parley.protocol.errors import InvalidAgentResponseError
+from support import rpc
 
 EXT = "https://example.com/ext/client-tools/v1"
 
@@ -71,14 +71,13 @@ def test_required_extension_must_be_activated(serve):
 
 async def test_client_reports_invalid_agent_response(serve):
     """A server whose result does not validate gives the client -32006, not a crash."""
-    from starlette.applications import Starlette
-    from starlette.responses import JSONResponse
-    from starlette.routing import Route
-
     import threading
     import time
 
     import uvicorn
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
 
     from support import free_port
 

@@ -3,7 +3,6 @@
 import asyncio
 import time
 
-
 from parley.app import Parley
 from parley.tasks.engine import RESUME_MESSAGE
 from parley.tasks.sqlite_store import SqliteTaskStore
@@ -66,8 +65,11 @@ def test_restart_resumes_from_the_last_checkpoint(tmp_path):
         assert task["artifacts"][0]["parts"][0]["text"] == "finished after step 1"
         texts = [p["text"] for msg in task["history"] for p in msg["parts"] if "text" in p]
         assert RESUME_MESSAGE in texts and "step 1 done" in texts
-        # the checkpoint is gone once the task finished
-        store = SqliteTaskStore(db)
-        assert asyncio.run(store.get_checkpoint(task_id)) is None
     finally:
         b.stop()
+    # the checkpoint is gone once the task finished (read once the server let go of the file)
+    store = SqliteTaskStore(db)
+    try:
+        assert asyncio.run(store.get_checkpoint(task_id)) is None
+    finally:
+        asyncio.run(store.close())

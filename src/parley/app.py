@@ -1,4 +1,4 @@
-"""`Parley`: the object a user builds a server from — agents, store and settings.
+"""`Parley`: the declaration of a set of agents served together, and their settings.
 
     app = Parley()
 
@@ -7,56 +7,42 @@
         yield ctx.text.upper()
 
     asgi = app.asgi()   # serve with uvicorn, or `parley serve --app module:app`
+
+`Parley` only declares; :meth:`Parley.runtime` builds what runs them
+(:class:`parley.runtime.Runtime`: store, bus, engine, service, pipeline).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from parley.agents.base import Agent, AgentOutput, FunctionAgent, RunContext
 from parley.protocol import models as m
-from parley.server.cards import CardOptions
+from parley.settings import DEFAULT_MAX_BODY_BYTES, CardOptions, Settings
 from parley.tasks.store import TaskStore
 
-DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from parley.runtime import Runtime
 
 AgentFn = Callable[[RunContext], AsyncIterator[AgentOutput]]
 
 
-@dataclass
-class Settings:
-    """Server settings; every field has a safe default."""
-
-    public_url: str | None = None
-    self_url: str | None = None  # how this server reaches itself (in-process delegation); default: public_url
-    forwarded_allow_ips: list[str] = field(default_factory=lambda: ["127.0.0.1", "::1"])  # proxies to believe
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
-    keepalive_seconds: float = 15.0
-    card: CardOptions = field(default_factory=CardOptions)
-    # gRPC (A2A 1.0, needs parley[grpc]): also serve every agent on grpc_host:grpc_port; see server/grpc_server.py
-    grpc_port: int | None = None
-    grpc_host: str = "127.0.0.1"
-
-
 class Parley:
-    """A set of agents served together, one endpoint and card per agent."""
+    """A set of agents served together, one endpoint and card per agent.
+
+    Args:
+        store: a task store to use instead of the one `settings.db` names (tests, embedding).
+        settings: how to serve them (see :class:`parley.settings.Settings`).
+    """
 
     def __init__(self, *, store: TaskStore | None = None, settings: Settings | None = None) -> None:
         self.agents: dict[str, Agent] = {}
         self.default_agent: str | None = None
         self.store = store
         self.settings = settings or Settings()
-        self._delegator = None
-
-    @property
-    def delegator(self):
-        """The delegator agents of this app use (`ctx.delegate(...)`); reads self_url at call time."""
-        if self._delegator is None:
-            from parley.hub.delegation import Delegator
-
-            self._delegator = Delegator.for_app(self)
-        return self._delegator
 
     def add_agent(self, agent: Agent, *, default: bool = False) -> Agent:
         """Host `agent` at `/a2a/{agent.id}`; the first one (or `default=True`) also owns `/`."""
@@ -92,8 +78,21 @@ class Parley:
 
         return register
 
-    def asgi(self):
+    def runtime(self, settings: Settings | None = None, **access: Any) -> Runtime:
+        """Build the runtime serving these agents (`settings` default: the app's own).
+
+        `access` takes the pipeline's `authenticator`, `authorizer` and `limiter`.
+        """
+        from parley.runtime import Runtime
+
+        return Runtime(self.agents, default_agent=self.default_agent, settings=settings or self.settings,
+                       store=self.store, **access)
+
+    def asgi(self, settings: Settings | None = None) -> Starlette:
         """Build the ASGI application (see :mod:`parley.server.app`)."""
         from parley.server.app import create_app
 
-        return create_app(self)
+        return create_app(self.runtime(settings))
+
+
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "CardOptions", "Parley", "Settings"]

@@ -10,7 +10,7 @@ import functools
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, Optional, TypeVar
+from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -144,63 +144,72 @@ class StreamPrinter:
 
 @app.command()
 def serve(
-    host: Optional[str] = typer.Option(None, help="Interface to listen on [default: 127.0.0.1]."),
-    port: Optional[int] = typer.Option(None, help="TCP port [default: 8000]."),
-    db: Optional[str] = typer.Option(None, help="SQLite file for tasks [default: .parley/parley.db]."),
+    host: str | None = typer.Option(None, help="Interface to listen on [default: 127.0.0.1]."),
+    port: int | None = typer.Option(None, help="TCP port [default: 8000]."),
+    db: str | None = typer.Option(None, help="SQLite file for tasks [default: .parley/parley.db]."),
     memory: bool = typer.Option(False, "--memory", help="Keep tasks in memory only (lost at exit)."),
-    config_path: Optional[str] = typer.Option(None, "--config", "-c", help="A parley.toml declaring the agents."),
-    app_spec: Optional[str] = typer.Option(None, "--app", help="Serve your own app: 'module:attribute' (a parley.Parley)."),
-    public_url: Optional[str] = typer.Option(None, help="Base URL clients use, if behind a proxy."),
-    max_body_bytes: Optional[int] = typer.Option(None, help="Largest request body accepted (HTTP 413 above) [default: 8 MiB]."),
+    config_path: str | None = typer.Option(None, "--config", "-c", help="A parley.toml declaring the agents."),
+    app_spec: str | None = typer.Option(None, "--app", help="Serve your own app: 'module:attribute' (a parley.Parley)."),
+    public_url: str | None = typer.Option(None, help="Base URL clients use, if behind a proxy."),
+    max_body_bytes: int | None = typer.Option(None, help="Largest request body accepted (HTTP 413 above) [default: 8 MiB]."),
     log_level: str = typer.Option("info", help="uvicorn log level."),
-    grpc_port: Optional[int] = typer.Option(None, "--grpc-port", help="Also serve A2A 1.0 over gRPC on this port."),
-    otel: Optional[bool] = typer.Option(None, "--otel/--no-otel", help="OpenTelemetry traces and metrics (parley[otel]) "
+    grpc_port: int | None = typer.Option(None, "--grpc-port", help="Also serve A2A 1.0 over gRPC on this port."),
+    otel: bool | None = typer.Option(None, "--otel/--no-otel", help="OpenTelemetry traces and metrics (parley[otel]) "
                                         "[default: on when OTEL_TRACES_EXPORTER or OTEL_EXPORTER_OTLP_ENDPOINT is set]."),
     log_format: str = typer.Option("text", "--log-format", help="Log format: text, or json (one object per line, "
                                    "with task and trace ids)."),
 ) -> None:
     """Start the A2A server: built-in agents (echo, interviewer) over SQLite, and the dashboard at /.
 
-    With --config, the agents, routes and server settings come from the file; flags override it.
+    With --config or --app, the agents and server settings come from the file or the app; flags override them.
     """
     import uvicorn
 
     from parley.serve import ServeError, default_app, load_app
+    from parley.settings import DEFAULT_DB, MEMORY
+    from parley.tasks.store import StoreError
 
     if config_path and app_spec:
         fail("use either --config or --app, not both")
     try:
         if config_path:
-            parley, host, port = _from_config(config_path, host, port, db, memory, public_url, max_body_bytes)
+            parley = _from_config(config_path)
+        elif app_spec:
+            parley = load_app(app_spec)
         else:
-            host, port = host or "127.0.0.1", port or 8000
-            settings = _settings(public_url, max_body_bytes)
-            if app_spec:
-                parley = load_app(app_spec)
-                parley.settings = settings
-            else:
-                parley = default_app(None if memory else (db or ".parley/parley.db"), settings=settings)
+            parley = default_app(DEFAULT_DB)
     except ServeError as exc:
         fail(str(exc))
-    if grpc_port is not None:  # gRPC binding (parley[grpc])
+    settings = parley.settings.merged(host=host, port=port, db=MEMORY if memory else db, public_url=public_url,
+                                      max_body_bytes=max_body_bytes, grpc_port=grpc_port)
+    if settings.db is None:
+        settings.db = DEFAULT_DB
+    for key, reason in settings.problems():
+        fail(f"--{key.replace('_', '-')}: {reason}")
+    if settings.grpc_port is not None:  # gRPC binding (parley[grpc])
         try:
-            import parley.server.grpc_server
+            import google.protobuf  # noqa: F401
+            import grpc  # noqa: F401
         except ImportError as exc:
             fail(f"--grpc-port needs the gRPC extra: pip install 'parley[grpc]' ({exc})")
-        parley.settings.grpc_port, parley.settings.grpc_host = grpc_port, host
-    base = parley.settings.public_url or f"http://{host}:{port}"
-    if parley.settings.self_url is None:
-        parley.settings.self_url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
+    parley.settings = settings
     log_config, telemetry_on = _observability(otel, log_format, log_level)  # parley.telemetry, before asgi()
+    try:
+        asgi = parley.asgi(settings)
+    except StoreError as exc:
+        fail(str(exc))
+    base = settings.public_url or f"http://{settings.host}:{settings.port}"
     err.print(f"[bold]Parley[/] serving {len(parley.agents)} agent(s) at {base}  (default: {parley.default_agent})",
               highlight=False)
     for agent_id in parley.agents:
         err.print(f"  {agent_id:12} {base}/a2a/{agent_id}", highlight=False)
+    if settings.grpc_port is not None:
+        err.print(f"  gRPC (A2A 1.0) on {settings.grpc_bind_host}:{settings.grpc_port}", highlight=False)
     extra: dict[str, Any] = {"log_config": log_config} if log_config is not None else {}
     try:
-        uvicorn.run(parley.asgi(), host=host, port=port, log_level=log_level, proxy_headers=True, **extra)
+        uvicorn.run(asgi, host=settings.host, port=settings.port, log_level=log_level, proxy_headers=True, **extra)
     except OSError as exc:
-        fail(f"cannot listen on {host}:{port}: {exc}")
+        fail(f"cannot listen on {settings.host}:{settings.port}: {exc}")
     finally:
         if telemetry_on:
             from parley.telemetry import shutdown_telemetry
@@ -235,33 +244,19 @@ def _observability(otel: bool | None, log_format: str, log_level: str) -> tuple[
     return log_config, True
 
 
-def _settings(public_url: str | None, max_body_bytes: int | None):
-    from parley.app import DEFAULT_MAX_BODY_BYTES, Settings
-
-    return Settings(public_url=public_url, max_body_bytes=max_body_bytes or DEFAULT_MAX_BODY_BYTES)
-
-
-def _from_config(path: str, host: str | None, port: int | None, db: str | None, memory: bool,
-                 public_url: str | None, max_body_bytes: int | None):
-    """Load --config, apply the flags that override it, build the app."""
+def _from_config(path: str):
+    """The app a parley.toml declares (agents, routes and its [server] settings)."""
     from parley.hub.build import build_app
     from parley.hub.config import ConfigError, load_config
     from parley.serve import ServeError
 
     try:
         config = load_config(path)
-        s = config.server
-        s.host = host or s.host
-        s.port = port or s.port
-        s.db = "memory" if memory else (db or s.db)
-        s.public_url = public_url or s.public_url
-        s.max_body_bytes = max_body_bytes or s.max_body_bytes
-        parley = asyncio.run(build_app(config))
+        return asyncio.run(build_app(config))
     except ConfigError as exc:
         raise ServeError(str(exc)) from None
     except Exception as exc:  # never a traceback at start-up: say what failed, in one line
         raise ServeError(f"{path}: cannot build the agents: {type(exc).__name__}: {exc}") from None
-    return parley, s.host, s.port
 
 
 @app.command()
@@ -290,11 +285,11 @@ async def send(
     url: str = typer.Argument(..., help="Agent URL."),
     text: str = typer.Argument(..., help="Message text."),
     stream: bool = typer.Option(False, "--stream", "-s", help="Stream events as they happen."),
-    task_id: Optional[str] = typer.Option(None, "--task-id", help="Continue this task."),
-    context_id: Optional[str] = typer.Option(None, "--context-id", help="Continue this context."),
+    task_id: str | None = typer.Option(None, "--task-id", help="Continue this task."),
+    context_id: str | None = typer.Option(None, "--context-id", help="Continue this context."),
     no_wait: bool = typer.Option(False, "--no-wait", help="Return as soon as the task is created."),
-    version: Optional[str] = VersionOpt,
-    binding: Optional[str] = BindingOpt,
+    version: str | None = VersionOpt,
+    binding: str | None = BindingOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Send a message to an agent."""
@@ -315,8 +310,8 @@ async def send(
 
 @app.command()
 @run
-async def chat(url: str = typer.Argument(..., help="Agent URL."), version: Optional[str] = VersionOpt,
-               binding: Optional[str] = BindingOpt) -> None:
+async def chat(url: str = typer.Argument(..., help="Agent URL."), version: str | None = VersionOpt,
+               binding: str | None = BindingOpt) -> None:
     """Talk to an agent interactively; answers its follow-up questions (input-required)."""
     async with await connect(url, version, binding) as client:
         assert client.card is not None
@@ -363,8 +358,8 @@ async def agents(url: str = typer.Argument(..., help="Parley server base URL."),
 
 @tasks_app.command("get")
 @run
-async def tasks_get(url: str, task_id: str, history_length: Optional[int] = typer.Option(None, "--history-length"),
-                    version: Optional[str] = VersionOpt, binding: Optional[str] = BindingOpt,
+async def tasks_get(url: str, task_id: str, history_length: int | None = typer.Option(None, "--history-length"),
+                    version: str | None = VersionOpt, binding: str | None = BindingOpt,
                     as_json: bool = JsonOpt) -> None:
     """Show one task."""
     async with await connect(url, version, binding) as client:
@@ -376,12 +371,12 @@ async def tasks_get(url: str, task_id: str, history_length: Optional[int] = type
 @run
 async def tasks_list(
     url: str,
-    context_id: Optional[str] = typer.Option(None, "--context-id"),
-    state: Optional[str] = typer.Option(None, "--state", help="e.g. completed, working, input-required"),
-    page_size: Optional[int] = typer.Option(None, "--page-size"),
-    page_token: Optional[str] = typer.Option(None, "--page-token"),
-    version: Optional[str] = VersionOpt,
-    binding: Optional[str] = BindingOpt,
+    context_id: str | None = typer.Option(None, "--context-id"),
+    state: str | None = typer.Option(None, "--state", help="e.g. completed, working, input-required"),
+    page_size: int | None = typer.Option(None, "--page-size"),
+    page_token: str | None = typer.Option(None, "--page-token"),
+    version: str | None = VersionOpt,
+    binding: str | None = BindingOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """List tasks, newest first."""
@@ -407,7 +402,7 @@ async def tasks_list(
 
 @tasks_app.command("cancel")
 @run
-async def tasks_cancel(url: str, task_id: str, version: Optional[str] = VersionOpt, binding: Optional[str] = BindingOpt,
+async def tasks_cancel(url: str, task_id: str, version: str | None = VersionOpt, binding: str | None = BindingOpt,
                     as_json: bool = JsonOpt) -> None:
     """Cancel a task."""
     async with await connect(url, version, binding) as client:
@@ -418,8 +413,8 @@ async def tasks_cancel(url: str, task_id: str, version: Optional[str] = VersionO
 @tasks_app.command("watch")
 @run
 async def tasks_watch(url: str, task_id: str,
-                      last_event_id: Optional[str] = typer.Option(None, "--last-event-id", help="Replay after this id."),
-                      version: Optional[str] = VersionOpt, binding: Optional[str] = BindingOpt,
+                      last_event_id: str | None = typer.Option(None, "--last-event-id", help="Replay after this id."),
+                      version: str | None = VersionOpt, binding: str | None = BindingOpt,
                     as_json: bool = JsonOpt) -> None:
     """Follow a task's events live (resubscribe)."""
     async with await connect(url, version, binding) as client:
@@ -432,7 +427,7 @@ async def tasks_watch(url: str, task_id: str,
 @run
 async def trace(url: str = typer.Argument(..., help="Agent URL (a Parley server's /a2a/{agent}, or its base URL)."),
                 task_id: str = typer.Argument(..., help="The task to trace."),
-                depth: Optional[int] = typer.Option(None, "--depth", help="Levels of delegation to show [default: 5]."),
+                depth: int | None = typer.Option(None, "--depth", help="Levels of delegation to show [default: 5]."),
                 as_json: bool = JsonOpt) -> None:
     """Show a task and every task it delegated to (a Parley server's trace endpoint), with states and timings."""
     import httpx

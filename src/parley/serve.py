@@ -1,22 +1,18 @@
-"""Building the default server: built-in agents (or a user's app) and the SQLite store."""
+"""What `parley serve` serves: the built-in agents, or a user's app (`--app module:attr`)."""
 
 from __future__ import annotations
 
 import importlib
 import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from parley.agents.builtin import builtin_agents
-from parley.app import Parley, Settings
-from parley.tasks.memory_store import MemoryTaskStore
-from parley.tasks.sqlite_store import SqliteTaskStore
+from parley.app import Parley
+from parley.settings import DEFAULT_DB, MEMORY, Settings
 
 if TYPE_CHECKING:
     from parley.agents.llm import AgentLoop
-
-DEFAULT_DB = Path(".parley") / "parley.db"
 
 
 class ServeError(Exception):
@@ -40,13 +36,10 @@ def load_app(spec: str) -> Parley:
     return app
 
 
-def default_app(db: str | None = str(DEFAULT_DB), *, settings: Settings | None = None) -> Parley:
-    """The built-in agents (echo is the default) over SQLite, or memory when `db` is None."""
-    try:
-        store = SqliteTaskStore(db) if db else MemoryTaskStore()
-    except Exception as exc:  # sqlite3.Error, OSError
-        raise ServeError(f"cannot open the task database {db!r}: {exc}") from None
-    app = Parley(store=store, settings=settings)
+def default_app(db: str | None = DEFAULT_DB, *, settings: Settings | None = None) -> Parley:
+    """The built-in agents (echo is the default) over the SQLite file `db`, or in memory when `db` is None."""
+    settings = (settings or Settings()).merged(db=db or MEMORY)
+    app = Parley(settings=settings)
     for agent in builtin_agents():
         app.add_agent(agent)
     assistant = assistant_agent()

@@ -342,11 +342,23 @@ def test_tasks_watch_a_live_task(gated: tuple[str, Gates]) -> None:
     assert "released watched" in lines and lines[-1] == "[completed]"
 
 
-def test_tasks_watch_an_interrupted_task_prints_its_snapshot(server: Any) -> None:
+def test_tasks_watch_follows_an_interrupted_task_to_its_end(server: Any) -> None:
+    """A2A 1.0 section 3.1.6: a subscription stays open through input-required until the task finishes."""
     url = server.url + "/a2a/interviewer"
     task = ok_json("send", url, "a question")
-    out = ok("tasks", "watch", url, task["id"])
-    assert out.splitlines()[0].startswith(f"task {task['id']} (input-required)")
+    watch = subprocess.Popen([*PARLEY, "tasks", "watch", url, task["id"]], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        assert watch.stdout is not None
+        first = watch.stdout.readline()  # the snapshot: the watch is subscribed
+        assert first.startswith(f"task {task['id']} (input-required)"), first
+        ok("send", url, "because it is fun", "--task-id", task["id"], "--context-id", task["contextId"])
+        rest, err = watch.communicate(timeout=TIMEOUT)
+    finally:
+        watch.kill()
+    assert watch.returncode == 0, err
+    assert "[working]" in rest and "[completed]" in rest
+    assert "because it is fun" in rest  # the answer the interviewer gave, streamed to the watcher
 
 
 def test_tasks_watch_a_finished_task_is_an_error(server: Any) -> None:

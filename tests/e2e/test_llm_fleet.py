@@ -69,12 +69,11 @@ DECLARED_LIMITS = {"max_iterations": 6, "max_tool_calls": 6}  # [agents.limits] 
 
 async def test_the_example_config_builds_with_its_declared_limits(tmp_path, monkeypatch):
     app = await build_app(fleet_config("http://127.0.0.1:9/v1", tmp_path, monkeypatch))
-    try:
-        front = app.agents["front-desk"]
-        limits = getattr(front, "inner", front).limits
-        assert {name: getattr(limits, name) for name in DECLARED_LIMITS} == DECLARED_LIMITS
-    finally:
-        await app.store.close()
+    front = app.agents["front-desk"]
+    limits = getattr(front, "inner", front).limits
+    assert {name: getattr(limits, name) for name in DECLARED_LIMITS} == DECLARED_LIMITS
+    assert app.settings.db == str(tmp_path / "fleet-llm.db")  # building declares; nothing is opened yet
+    assert not (tmp_path / "fleet-llm.db").exists()
 
 
 @pytest.fixture

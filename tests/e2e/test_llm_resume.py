@@ -46,7 +46,7 @@ from parley.app import Parley
 from parley.client import A2AClient
 from parley.protocol import models as m
 from parley.protocol.errors import UnsupportedOperationError
-from parley.tasks.engine import RESTART_MESSAGE, RESUME_MESSAGE
+from parley.tasks.engine import RESTART_MESSAGE, RESUME_MESSAGE, unwrap_checkpoint
 from parley.tasks.sqlite_store import SqliteTaskStore
 from support import LiveServer
 
@@ -162,9 +162,11 @@ async def final_task(url: str, task_id: str) -> m.Task:
 
 
 async def stored_checkpoint(db: Path, task_id: str) -> dict[str, Any] | None:
+    """The agent's own checkpoint state as the store keeps it (the engine keeps its text state beside it)."""
     store = SqliteTaskStore(db)
     try:
-        return await store.get_checkpoint(task_id)
+        agent_state, _ = unwrap_checkpoint(await store.get_checkpoint(task_id))
+        return agent_state
     finally:
         await store.close()
 

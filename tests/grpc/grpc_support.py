@@ -92,6 +92,7 @@ def grpc_app(gate: Gate) -> Parley:
     async def chunks(ctx: RunContext):
         for piece in CHUNKS:
             yield piece
+            await asyncio.sleep(0)  # one chunk per loop turn (text yielded in one turn is coalesced)
 
     @app.agent(id="slow", description="Emits a chunk, waits for a gate, then finishes")
     async def slow(ctx: RunContext):

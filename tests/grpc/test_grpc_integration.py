@@ -20,6 +20,7 @@ from parley.client.client import A2AClient
 from parley.client.grpc import GrpcTransport
 from parley.protocol import models as m
 
+
 @pytest.fixture
 def configured(serve, gate):
     app = grpc_app(gate)

@@ -83,7 +83,7 @@ def specialist_agent() -> FunctionAgent:
 def fleet_app(closed_port: int, store: TaskStore | None = None) -> Parley:
     """The three-agent fleet plus the helpers of the failure tests, in one app."""
     app = Parley(store=store or MemoryTaskStore())
-    delegator = Delegator.for_app(app)
+    delegator = Delegator(self_url=lambda: app.settings.self_url)
 
     async def front_desk(ctx: RunContext) -> AsyncIterator[AgentOutput]:
         """Greets visitors and sends them on."""
@@ -128,7 +128,7 @@ def fleet_app(closed_port: int, store: TaskStore | None = None) -> Parley:
     for i in range(1, 7):
         app.add_agent(hop(i))
     app.add_agent(RemoteAgent("offline", f"http://127.0.0.1:{closed_port}/a2a/nobody",
-                              delegator=Delegator.for_app(app, retries=2, backoff=0.01)))
+                              delegator=Delegator(self_url=lambda: app.settings.self_url, retries=2, backoff=0.01)))
     return app
 
 

@@ -35,7 +35,7 @@ def remote() -> Iterator[LiveServer]:
 async def test_remote_agent_fronts_another_parley_server(remote: LiveServer) -> None:
     app = Parley(store=MemoryTaskStore())
     card_url = f"{remote.url}/a2a/specialist/.well-known/agent-card.json"
-    agent = await RemoteAgent.load("claims", card_url, delegator=Delegator.for_app(app))
+    agent = await RemoteAgent.load("claims", card_url, delegator=Delegator(self_url=lambda: app.settings.self_url))
     app.add_agent(agent)
     local = LiveServer(app, self_url=True).start()
     try:
@@ -103,7 +103,7 @@ class Scripted(LLMBackend):
 
 def concierge_app(arguments: dict) -> tuple[Parley, Scripted]:
     app = Parley(store=MemoryTaskStore())
-    delegator = Delegator.for_app(app)
+    delegator = Delegator(self_url=lambda: app.settings.self_url)
     backend = Scripted(arguments)
     tool = delegate_tool({"specialist": ("specialist", "Refunds and warranty claims"),
                           "nobody": ("http://127.0.0.1:9/a2a/x", "")}, delegator)

@@ -6,56 +6,17 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
-import pytest
 from hubkit import Fleet, collect, last_state, path_of, trace
 
 from parley.client import A2AClient
 from parley.protocol import models as m
-from parley.tasks.log import Entry
-from parley.tasks.memory_store import MemoryTaskStore
-from parley.tasks.sqlite_store import SqliteTaskStore
-from parley.tasks.store import TaskRecord, TaskStore
 
 _SCRIPT = Path(sys.executable).with_name("parley")
 PARLEY = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "parley.cli"]
 ENV = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1", "TERM": "dumb"}
-
-
-@pytest.fixture(params=["memory", "sqlite"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TaskStore]:
-    s: TaskStore = MemoryTaskStore() if request.param == "memory" else SqliteTaskStore(tmp_path / "t.db")
-    yield s
-    await s.close()
-
-
-async def test_links_are_kept_once_and_in_order(store: TaskStore) -> None:
-    await store.add_link("p", "http://a/a2a/x", "c1", "x")
-    await store.add_link("p", "http://b/a2a/y", "c2", None)
-    await store.add_link("p", "http://a/a2a/x", "c1", "x")  # announced again on a later turn
-    await store.add_link("q", "http://a/a2a/x", "c3", "x")
-    links = await store.links("p")
-    assert [(k.child_url, k.child_task_id, k.agent) for k in links] == [
-        ("http://a/a2a/x", "c1", "x"), ("http://b/a2a/y", "c2", None)]
-    assert all(k.parent_task_id == "p" and k.created_at > 0 for k in links)
-    assert await store.links("nope") == []
-
-
-async def test_sqlite_links_survive_a_reopen(tmp_path: Path) -> None:
-    path = tmp_path / "t.db"
-    first = SqliteTaskStore(path)
-    task = m.Task(id="p", context_id="c", status=m.TaskStatus(state=m.TaskState.COMPLETED))
-    await first.create(TaskRecord(task=task, agent_id="a", owner="o", seq=1, updated_at=2.0, created_at=1.0,
-                                  parent_task_id="up"), Entry(1, task), "msg")
-    await first.add_link("p", "http://a/a2a/x", "c1", "x")
-    await first.close()
-    again = SqliteTaskStore(path)
-    assert [k.child_task_id for k in await again.links("p")] == ["c1"]
-    assert (await again.get("p")).parent_task_id == "up"
-    await again.close()
 
 
 async def test_the_trace_endpoint_shows_the_tree_with_states_and_timings(fleet: Fleet) -> None:

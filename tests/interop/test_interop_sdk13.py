@@ -474,17 +474,28 @@ async def test_subscribe_to_finished_task_is_unsupported(server, v1_flavour):
                 await drain(resub)
 
 
-async def test_subscribe_to_input_required_task_gives_snapshot(server, flavour):
-    """The first event is the task as it is; an interrupted task's stream then closes."""
-    async with sdk_client(f"{server.url}/a2a/interviewer", flavour, streaming=True) as sdk:
-        first = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=user_message("a")))]
-        task_id = first[0].task.id
+async def test_subscribe_to_input_required_task_follows_it_to_the_end(server, flavour):
+    """A2A 1.0 section 3.1.6: the first event is the task as it is (input-required); the stream stays open,
+    carries the events that follow the answer sent on another connection, and closes when the task ends."""
+    first_text, second_text = "a", "because"
+    async with (
+        sdk_client(f"{server.url}/a2a/interviewer", flavour, streaming=True) as sdk,
+        sdk_client(f"{server.url}/a2a/interviewer", flavour, streaming=False) as other,
+    ):
+        first = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=user_message(first_text)))]
+        task_id, ctx = first[0].task.id, first[0].task.context_id
         async with aclosing(sdk.client.subscribe(SubscribeToTaskRequest(id=task_id))) as resub:
-            events = await drain(resub)
-    assert [ev.WhichOneof("payload") for ev in events] == ["task"]
-    assert events[0].task.id == task_id
-    assert state_name(events[0].task.status.state) == "input-required"
-    assert parts_text(events[0].task.status.message.parts) == question_for("a")
+            snapshot = await next_event(resub)
+            assert snapshot.WhichOneof("payload") == "task" and snapshot.task.id == task_id
+            assert state_name(snapshot.task.status.state) == "input-required"
+            assert parts_text(snapshot.task.status.message.parts) == question_for(first_text)
+            answer = user_message(second_text, task_id=task_id, context_id=ctx)
+            done = [ev async for ev in other.client.send_message(SendMessageRequest(message=answer))]
+            assert state_name(done[-1].task.status.state) == "completed"
+            rest = [summarize(ev) for ev in await drain(resub)]  # returns only because the server closed it
+    assert rest[0] == {"kind": "status", "taskId": task_id, "contextId": ctx, "state": "working"}
+    assert rest[-1]["kind"] == "status" and rest[-1]["state"] == "completed"
+    assert "".join(ev["text"] for ev in rest if ev["kind"] == "artifact") == answer_for(first_text, second_text)
 
 
 async def test_non_blocking_send_then_subscribe(serve, flavour):

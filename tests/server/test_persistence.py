@@ -11,7 +11,7 @@ from srvkit import D03, D10, DIALECTS, Dialect, Lab, lab_app, live, stream, text
 from parley.protocol import models as m
 from parley.tasks.log import Entry
 from parley.tasks.sqlite_store import SqliteTaskStore
-from parley.tasks.store import TaskRecord
+from parley.tasks.store import Lease, MessageKey, TaskRecord, fingerprint
 
 
 def _server(db, lab: Lab | None = None):
@@ -82,15 +82,17 @@ def _write_unfinished_task(db, state: m.TaskState) -> str:
     rec = TaskRecord(task=task, agent_id="echo", owner="anonymous", seq=1, created_at=now, updated_at=now)
 
     async def write() -> None:
+        # Leased by a process that is gone (it crashed): its lease is not this server's.
         await store.create(rec, Entry(1, m.Task(id=task_id, context_id=ctx, status=task.status, history=[msg])),
-                           msg.message_id)
+                           MessageKey("echo", "anonymous", msg.message_id, fingerprint(msg)),
+                           lease=Lease("crashed-process", time.time() + 3600))
         if state is m.TaskState.WORKING:
             working = m.TaskStatusUpdateEvent(task_id=task_id, context_id=ctx,
                                               status=m.TaskStatus(state=m.TaskState.WORKING,
                                                                   timestamp="2025-01-01T00:00:01.000Z"))
             task.status = working.status
             rec.seq = 2
-            await store.append(task_id, [Entry(2, working)], task, now)
+            await store.append(task_id, 1, [Entry(2, working)], task, now)
         await store.close()
 
     asyncio.run(write())

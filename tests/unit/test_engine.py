@@ -16,6 +16,7 @@ from parley.protocol.errors import (
     TaskNotFoundError,
     UnsupportedOperationError,
 )
+from parley.protocol.states import is_terminal
 from parley.tasks.engine import RESTART_MESSAGE, Submission, TaskEngine
 from parley.tasks.log import Entry, apply, now_iso
 from parley.tasks.memory_store import MemoryTaskStore
@@ -120,9 +121,7 @@ async def test_new_task_lifecycle_entries_in_order() -> None:
     assert [describe(e) for e in log] == [
         ("task", S.SUBMITTED),
         ("status", S.WORKING),
-        ("artifact", "Hello", False, False),
-        ("artifact", " brave", True, False),
-        ("artifact", " world", True, True),
+        ("artifact", "Hello brave world", False, True),  # yielded in one loop turn: coalesced
         ("status", S.COMPLETED),
     ]
     ids = {e.event.artifact.artifact_id for e in log if isinstance(e.event, m.TaskArtifactUpdateEvent)}
@@ -147,6 +146,7 @@ async def test_only_the_last_text_chunk_is_marked_last() -> None:
     async def chunks(ctx: RunContext) -> AsyncIterator[AgentOutput]:
         for c in "abcde":
             yield c
+            await asyncio.sleep(0)  # a loop turn between chunks: each is its own chunk
 
     engine = make_engine(chunks)
     task = await finish(engine, await engine.submit("chunks", OWNER, request()))
@@ -183,8 +183,7 @@ async def test_text_is_flushed_as_last_before_a_status_and_a_new_text_artifact_s
     assert [describe(e) for e in log] == [
         ("task", S.SUBMITTED),
         ("status", S.WORKING),
-        ("artifact", "a", False, False),
-        ("artifact", "b", True, True),
+        ("artifact", "ab", False, True),
         ("status", S.WORKING),
         ("artifact", "c", False, True),
         ("artifact", "", False, True),
@@ -193,7 +192,7 @@ async def test_text_is_flushed_as_last_before_a_status_and_a_new_text_artifact_s
         ("status", S.COMPLETED),
     ]
     first_text = log[2].event.artifact.artifact_id  # type: ignore[union-attr]
-    second_text = log[5].event.artifact.artifact_id  # type: ignore[union-attr]
+    second_text = log[4].event.artifact.artifact_id  # type: ignore[union-attr]
     assert first_text != second_text
     assert task.artifacts is not None
     assert (task.artifacts[0].artifact_id, task.artifacts[0].parts) == (first_text, [m.Part(text="ab")])
@@ -576,7 +575,7 @@ async def test_recover_fails_tasks_left_running() -> None:
 # --- follow --------------------------------------------------------------------------------------------------------------
 
 
-async def test_follow_yields_stored_then_live_entries_and_keepalive_ticks() -> None:
+async def test_follow_yields_stored_then_live_entries() -> None:
     started = asyncio.Event()
     go = asyncio.Event()
 
@@ -585,21 +584,18 @@ async def test_follow_yields_stored_then_live_entries_and_keepalive_ticks() -> N
         started.set()
         await go.wait()
         yield "late"
+        await asyncio.sleep(0)
         yield " text"
 
-    engine = make_engine(slow, keepalive=0.005)
+    engine = make_engine(slow)
     sub = await engine.submit("slow", OWNER, request())
     await started.wait()  # task, working and "starting" are stored by now
-    got: list[Entry | None] = []
-    ticks = 0
-    async for item in engine.follow(sub.record.task.id, 0):
-        got.append(item)
-        if item is None:
-            ticks += 1
-            go.set()  # let the agent finish once we have seen a keep-alive tick
-    assert ticks >= 1
-    entries = [e for e in got if e is not None]
-    assert [describe(e) for e in entries] == [
+    got: list[Entry] = []
+    async for entry in engine.follow(sub.record.task.id, 0):
+        got.append(entry)
+        if len(got) == 3:
+            go.set()  # the rest can only arrive live, from the bus
+    assert [describe(e) for e in got] == [
         ("task", S.SUBMITTED),
         ("status", S.WORKING),
         ("status", S.WORKING),
@@ -607,11 +603,7 @@ async def test_follow_yields_stored_then_live_entries_and_keepalive_ticks() -> N
         ("artifact", " text", True, True),
         ("status", S.COMPLETED),
     ]
-    assert [e.seq for e in entries] == list(range(1, 7))
-    # Ticks only happen while the agent waited, i.e. between the stored part and the live part.
-    first_tick = got.index(None)
-    assert all(e is not None for e in got[:3]) and first_tick >= 3
-    assert all(e is not None for e in got[first_tick + ticks:])
+    assert [e.seq for e in got] == list(range(1, 7))
     await finish(engine, sub)
 
 
@@ -620,8 +612,7 @@ async def test_follow_after_a_seq_and_skips_user_messages() -> None:
     first = await finish(engine, await engine.submit("asker", OWNER, request("x")))
     sub = await engine.submit("asker", OWNER, request("y", task_id=first.id))
     entries = [e async for e in engine.follow(first.id, 3)]
-    assert all(e is not None for e in entries)
-    assert [describe(e) for e in entries if e is not None] == [
+    assert [describe(e) for e in entries] == [
         ("status", S.WORKING),
         ("artifact", "x because y", False, True),
         ("status", S.COMPLETED),
@@ -629,29 +620,50 @@ async def test_follow_after_a_seq_and_skips_user_messages() -> None:
     await finish(engine, sub)
 
 
-async def test_follow_ends_at_an_interruption() -> None:
-    engine = make_engine(asker, keepalive=0.005)
+async def test_follow_ends_at_an_interruption_by_default() -> None:
+    engine = make_engine(asker)
     sub = await engine.submit("asker", OWNER, request("x"))
-    entries = [e async for e in engine.follow(sub.record.task.id, 0)]
-    assert [describe(e) for e in entries if e is not None] == [
+    entries = [e async for e in engine.follow(sub.record.task.id, 0, state=S.SUBMITTED, state_seq=1)]
+    assert [describe(e) for e in entries] == [
         ("task", S.SUBMITTED), ("status", S.WORKING), ("status", S.INPUT_REQUIRED)]
     await finish(engine, sub)
+
+
+async def test_follow_until_terminal_stays_through_an_interruption() -> None:
+    """What a subscription does (A2A 1.0 section 3.1.6): input-required does not end it."""
+    engine = make_engine(asker)
+    first = await finish(engine, await engine.submit("asker", OWNER, request("x")))
+    assert first.status.state is S.INPUT_REQUIRED
+    got: list[Entry] = []
+
+    async def watch() -> None:
+        async for entry in engine.follow(first.id, 3, until=is_terminal):
+            got.append(entry)
+
+    watcher = asyncio.create_task(watch())
+    await asyncio.sleep(0)
+    assert not watcher.done()
+    await finish(engine, await engine.submit("asker", OWNER, request("y", task_id=first.id)))
+    await asyncio.wait_for(watcher, 10)
+    assert [describe(e) for e in got] == [
+        ("status", S.WORKING), ("artifact", "x because y", False, True), ("status", S.COMPLETED)]
 
 
 async def test_follow_a_finished_task_replays_the_log() -> None:
     engine = make_engine(words)
     task = await finish(engine, await engine.submit("words", OWNER, request()))
     entries = [e async for e in engine.follow(task.id, 0)]
-    assert [e.seq for e in entries if e is not None] == [1, 2, 3, 4, 5, 6]
-    assert [e async for e in engine.follow(task.id, 6)] == []
+    assert [e.seq for e in entries] == [1, 2, 3, 4]
+    assert [e async for e in engine.follow(task.id, 4)] == []
 
 
 async def test_subscribe_start_points() -> None:
     engine = make_engine(asker)
     task = await finish(engine, await engine.submit("asker", OWNER, request("x")))
-    first, after = await engine.subscribe("asker", OWNER, task.id, None)
-    assert first is not None and first.event == task and after == first.seq == 3
-    assert await engine.subscribe("asker", OWNER, task.id, 1) == (None, 1)
+    first, rec = await engine.subscribe("asker", OWNER, task.id, None)
+    assert first is not None and first.event == task and rec.seq == first.seq == 3
+    first, rec = await engine.subscribe("asker", OWNER, task.id, 1)
+    assert first is None and rec.seq == 3
     with pytest.raises(TaskNotFoundError):
         await engine.subscribe("asker", "bob", task.id, None)
 

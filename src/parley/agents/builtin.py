@@ -2,21 +2,37 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 from parley.agents.base import AgentOutput, FunctionAgent, RunContext
 from parley.protocol import models as m
 
-CHUNK_WORDS = 3
+MIN_CHUNK = 16  # characters; longer texts get longer chunks:
+MAX_CHUNKS = 64  # a text of any size streams back in about this many chunks at most
+
+
+def chunks_of(text: str) -> list[str]:
+    """`text` cut into pieces of about max(MIN_CHUNK, len/MAX_CHUNKS) characters, at spaces where possible."""
+    size = max(MIN_CHUNK, -(-len(text) // MAX_CHUNKS))
+    out, i = [], 0
+    while i < len(text):
+        end = min(i + size, len(text))
+        if end < len(text):
+            cut = text.rfind(" ", i + 1, end + 1)  # the space starts the next piece, as in " world"
+            if cut > i:
+                end = cut
+        out.append(text[i:end])
+        i = end
+    return out
 
 
 async def echo(ctx: RunContext) -> AsyncIterator[AgentOutput]:
     """Echoes your message back, streamed in chunks as artifact updates."""
     text = ctx.text or "(your message had no text)"
-    words = text.split(" ")
-    for i in range(0, len(words), CHUNK_WORDS):
-        chunk = " ".join(words[i : i + CHUNK_WORDS])
-        yield chunk if i == 0 else " " + chunk
+    for piece in chunks_of(text):
+        yield piece
+        await asyncio.sleep(0)  # a chunk per event-loop turn: streamed as it goes, not coalesced
 
 
 async def interviewer(ctx: RunContext) -> AsyncIterator[AgentOutput]:

@@ -25,7 +25,7 @@ from parley.client.jsonrpc import StreamItem
 from parley.client.transports import Transport
 from parley.protocol import models as m
 from parley.protocol.operations import Operation
-from parley.protocol.states import is_settled
+from parley.protocol.states import is_settled, is_terminal
 
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, read=None)
 RESUME_ATTEMPTS = 5
@@ -131,13 +131,17 @@ class A2AClient:
             yield item
 
     async def resubscribe(self, task_id: str, *, last_event_id: str | None = None) -> AsyncIterator[m.StreamEvent]:
-        """Follow a task's events; with `last_event_id`, replay what came after it first."""
+        """Follow a task's events until it finishes (through `input-required`: A2A 1.0 section 3.1.6);
+        with `last_event_id`, replay what came after it first."""
         stream = self.transport.stream(Operation.SUBSCRIBE, m.SubscribeToTaskRequest(id=task_id), last_event_id)
-        async for item in self._resilient(stream, task_id=task_id, last_event_id=last_event_id):
+        async for item in self._resilient(stream, task_id=task_id, last_event_id=last_event_id, to_the_end=True):
             yield item
 
     async def _resilient(self, stream: AsyncIterator[StreamItem], *, task_id: str | None = None,
-                         last_event_id: str | None = None) -> AsyncIterator[m.StreamEvent]:
+                         last_event_id: str | None = None, to_the_end: bool = False) -> AsyncIterator[m.StreamEvent]:
+        """Yield a stream's events, resubscribing after a dropped connection; stop when the task settles
+        (`to_the_end`: when it finishes, as a subscription does through `input-required`)."""
+        ends = _ends if to_the_end else _settles
         attempts = 0
         while True:
             try:
@@ -148,7 +152,7 @@ class A2AClient:
                     ev = item.event
                     task_id = task_id or _task_id_of(ev)
                     yield ev
-                    if _settles(ev):
+                    if ends(ev):
                         return
                 return
             except (httpx.TransportError, ClientError) as exc:
@@ -187,6 +191,12 @@ def _task_id_of(ev: m.StreamEvent) -> str | None:
     if isinstance(ev, m.Message):
         return ev.task_id
     return ev.task_id
+
+
+def _ends(ev: m.StreamEvent) -> bool:
+    if isinstance(ev, m.Message):
+        return True
+    return isinstance(ev, (m.TaskStatusUpdateEvent, m.Task)) and is_terminal(ev.status.state)
 
 
 def _settles(ev: m.StreamEvent) -> bool:

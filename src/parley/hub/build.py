@@ -15,12 +15,9 @@ from typing import Any
 
 from parley.agents.base import Agent, FunctionAgent
 from parley.agents.builtin import builtin_agents
-from parley.app import Parley, Settings
+from parley.app import Parley
 from parley.hub.config import AgentConfig, Config, ConfigError
 from parley.protocol import models as m
-from parley.tasks.memory_store import MemoryTaskStore
-from parley.tasks.sqlite_store import SqliteTaskStore
-from parley.tasks.store import TaskStore
 
 
 def import_object(ref: str, path: str, key: str) -> Any:
@@ -120,22 +117,6 @@ def llm_agent(cfg: AgentConfig, config: Config, key: str, extra_tools: list[Any]
         raise ConfigError(path, key, f"cannot build the agent: {exc}") from None
 
 
-def open_store(config: Config) -> TaskStore:
-    """The task store named by server.db ("memory" or a SQLite file)."""
-    if config.server.db == "memory":
-        return MemoryTaskStore()
-    try:
-        return SqliteTaskStore(config.server.db)
-    except Exception as exc:
-        raise ConfigError(config.path, "server.db", f"cannot open {config.server.db!r}: {exc}") from None
-
-
-def settings_of(config: Config) -> Settings:
-    """Server settings from [server]."""
-    s = config.server
-    return Settings(public_url=s.public_url, max_body_bytes=s.max_body_bytes)
-
-
 async def build_app(config: Config) -> Parley:
     """A Parley app serving every agent the config declares, with its routes and delegations.
 
@@ -144,8 +125,7 @@ async def build_app(config: Config) -> Parley:
     """
     from parley.hub.routing import RoutedAgent, RoutingRule, delegate_tool
 
-    app = Parley(store=open_store(config), settings=settings_of(config))
-    delegator = app.delegator
+    app = Parley(settings=config.server.settings())
     builtins = {a.id: a for a in builtin_agents()}
     agents: dict[str, Agent] = {}
     if config.server.builtin_agents:
@@ -161,10 +141,10 @@ async def build_app(config: Config) -> Parley:
             agent = python_agent(cfg, config.path, key)
         elif cfg.type == "llm":
             allowed = {target: (target, descriptions[target]) for target in cfg.delegates}
-            extra = [delegate_tool(allowed, delegator)] if allowed else []
+            extra = [delegate_tool(allowed)] if allowed else []
             agent = llm_agent(cfg, config, key, extra_tools=extra)
         else:
-            agent = await remote_agent(cfg, config, key, delegator)
+            agent = await remote_agent(cfg, config, key)
         agents[cfg.id] = agent
     rules = [
         RoutingRule(r.from_, r.to, keywords=r.keywords, regex=r.regex, tags=r.tags, priority=r.priority)
@@ -174,7 +154,7 @@ async def build_app(config: Config) -> Parley:
         own = [r for r in rules if r.applies_to(agent_id)]
         delegates = next((c.delegates for c in config.agents if c.id == agent_id), [])
         if own or delegates:
-            agent = RoutedAgent(agent, own, delegator=delegator)
+            agent = RoutedAgent(agent, own)
         app.add_agent(agent)
     if config.server.default_agent:
         app.default_agent = config.server.default_agent
@@ -183,7 +163,7 @@ async def build_app(config: Config) -> Parley:
     return app
 
 
-async def remote_agent(cfg: AgentConfig, config: Config, key: str, delegator: Any) -> Agent:
+async def remote_agent(cfg: AgentConfig, config: Config, key: str) -> Agent:
     """A remote A2A agent fronted by Parley (its card is fetched now, so a typo fails at start-up)."""
     from parley.client.errors import ClientError
     from parley.hub.remote import RemoteAgent
@@ -191,6 +171,6 @@ async def remote_agent(cfg: AgentConfig, config: Config, key: str, delegator: An
     assert cfg.card_url is not None
     try:
         return await RemoteAgent.load(cfg.id, cfg.card_url, name=cfg.name, description=cfg.description,
-                                      skills=skills_of(cfg), delegator=delegator)
+                                      skills=skills_of(cfg))
     except ClientError as exc:
         raise ConfigError(config.path, f"{key}.card_url", f"cannot load the remote agent's card: {exc}") from None

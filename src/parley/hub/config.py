@@ -16,6 +16,8 @@ from typing import Any, Literal
 import msgspec
 from msgspec import Struct, field
 
+from parley.settings import Settings
+
 AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -33,16 +35,16 @@ class _Strict(Struct, forbid_unknown_fields=True, kw_only=True, omit_defaults=Tr
     """Config tables reject keys they do not know."""
 
 
-class ServerConfig(_Strict):
-    """[server]: where and how to serve."""
+class ServerConfig(Settings, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """[server]: every server setting (:class:`parley.settings.Settings`: host, port, db, public_url,
+    grpc_port, ...), plus which agents the file serves."""
 
-    host: str = "127.0.0.1"
-    port: int = 8000
-    db: str = ".parley/parley.db"  # a SQLite file, or "memory"
-    public_url: str | None = None  # the base URL clients use (behind a reverse proxy)
-    max_body_bytes: int = 8 * 1024 * 1024
     default_agent: str | None = None  # owns "/" and the root card; default: the first agent
     builtin_agents: bool = False  # also serve echo and interviewer
+
+    def settings(self) -> Settings:
+        """The server settings alone."""
+        return Settings(**{name: getattr(self, name) for name in Settings.__struct_fields__})
 
 
 class LLMDefaults(_Strict):
@@ -176,10 +178,8 @@ def check(config: Config) -> None:
     """Cross-field rules that types alone cannot express."""
     path = config.path
     s = config.server
-    if not 0 < s.port < 65536:
-        raise ConfigError(path, "server.port", f"must be between 1 and 65535, got {s.port}")
-    if s.max_body_bytes < 1024:
-        raise ConfigError(path, "server.max_body_bytes", "must be at least 1024")
+    for key, reason in s.problems():
+        raise ConfigError(path, f"server.{key}", reason)
     if not config.agents and not s.builtin_agents:
         raise ConfigError(path, "agents", "no agents declared (add [[agents]] or set server.builtin_agents = true)")
     ids: set[str] = {"echo", "interviewer"} if s.builtin_agents else set()

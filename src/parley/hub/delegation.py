@@ -1,23 +1,23 @@
 """Delegation over A2A: from inside a run, hand the turn (or a question) to another A2A agent.
 
-    delegator = Delegator.for_app(app)
-
     @app.agent(id="billing")
     async def billing(ctx):
         if Delegator.pending(ctx):                 # the user answered a question a child asked
-            async for out in delegator.resume(ctx):
+            async for out in ctx.resume_delegation():
                 yield out
             return
         yield ctx.say("Looking at your invoice...")
-        async for out in delegator.delegate(ctx, "specialist", ctx.message):
+        async for out in ctx.delegate("specialist", ctx.message):
             yield out
+
+`ctx.delegator` is the server's delegator (built by :class:`parley.runtime.Runtime`).
 
 Every call is a real A2A `message/stream` (1.0 `SendStreamingMessage`) over HTTP
 through :class:`parley.client.A2AClient`, also when the target lives in the same
 process: a local agent is reached the way a remote one is, so it gets its own task,
 log, card check and trace. Targets are absolute URLs, paths on this server
-(`/a2a/billing`) or bare agent ids of this server (`billing`); the last two need
-`Settings.self_url` (or `public_url`), see :meth:`Delegator.for_app`.
+(`/a2a/billing`) or bare agent ids of this server (`billing`), resolved against the
+server's own base URL (`Settings.self_url`, else `public_url`, else where it listens).
 
 What the child's message carries (the wire contract between Parley hops):
 
@@ -56,7 +56,7 @@ with exponential backoff (connection errors only), then the parent fails naming 
 agent and the URL.
 
 A parent canceled while it waits for input runs no agent code; the engine then cancels
-the children recorded in its links (``TaskEngine.child_canceler``). Known limits: a
+the children recorded in its links (:meth:`Delegator.cancel_link`). Known limits: a
 cancel that lands before the child's first event arrives cannot name the child; a server shutdown cancels running agents the
 way a user's cancel does, so the children of parents still running then are canceled
 (the parents are marked failed at the next start). The chain compares URLs,
@@ -74,7 +74,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import httpx
@@ -84,9 +84,7 @@ from parley.client import A2AClient, ClientError
 from parley.protocol import models as m
 from parley.protocol.errors import A2AError
 from parley.protocol.states import is_interrupted, is_settled
-
-if TYPE_CHECKING:
-    from parley.app import Parley
+from parley.tasks.store import TaskLink
 
 log = logging.getLogger("parley.hub.delegation")
 
@@ -267,12 +265,6 @@ class Delegator:
         self.version = version
         self.timeout = timeout
 
-    @classmethod
-    def for_app(cls, app: Parley, **options: Any) -> Delegator:
-        """A delegator for the agents of `app`: its base URL is `Settings.self_url` (else
-        `public_url`), read at each call, so it may be set after the agents are built."""
-        return cls(self_url=lambda: app.settings.self_url or app.settings.public_url, **options)
-
     # --- addresses ---------------------------------------------------------------------
 
     def base_url(self) -> str | None:
@@ -356,6 +348,10 @@ class Delegator:
         if res.state is not None and is_interrupted(res.state) and res.task_id:
             await self.cancel(res.url, res.task_id)
         return res
+
+    async def cancel_link(self, link: TaskLink) -> None:
+        """Cancel the child task a delegation link names (best effort, see :meth:`cancel`)."""
+        await self.cancel(link.child_url, link.child_task_id)
 
     async def cancel(self, url: str, task_id: str) -> None:
         """Best-effort CancelTask of a delegated task, bounded by `cancel_timeout`."""

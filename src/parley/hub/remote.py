@@ -40,8 +40,8 @@ class RemoteAgent(Agent):
         card: the remote card, if already fetched (see :meth:`load`); without it the
             local card uses `name`/`description`/`skills` or generic values.
         name, description, skills: override what the remote card says.
-        delegator: makes the calls (default `Delegator()`; give `Delegator.for_app(app)`
-            so the chain names this server's URL).
+        delegator: makes the calls (default: the server's, `ctx.delegator`, so the chain
+            names this server's URL).
         relay: how the remote's artifacts are relayed ("same" keeps their ids).
     """
 
@@ -60,7 +60,7 @@ class RemoteAgent(Agent):
         self.input_modes = list(card.default_input_modes) if card and card.default_input_modes else ["text/plain"]
         self.output_modes = list(card.default_output_modes) if card and card.default_output_modes else ["text/plain"]
         self.extensions = []
-        self.delegator = delegator or Delegator()
+        self.delegator = delegator
         self.relay: Relay = relay
 
     @classmethod
@@ -75,10 +75,11 @@ class RemoteAgent(Agent):
                    delegator=delegator, relay=relay)
 
     async def run(self, ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        delegator = self.delegator or ctx.delegator or Delegator()
         if Delegator.pending(ctx):  # the user answered the remote's question: continue the remote task
-            call = self.delegator.resume(ctx, relay=self.relay)
+            call = delegator.resume(ctx, relay=self.relay)
         else:
-            call = self.delegator.delegate(ctx, self.url, ctx.message, name=self.name, relay=self.relay)
+            call = delegator.delegate(ctx, self.url, ctx.message, name=self.name, relay=self.relay)
         async with aclosing(call):
             async for out in call:
                 yield out

@@ -1,11 +1,10 @@
 """Routing rules, the agent wrapper that applies them, and the LLM-facing `delegate` tool.
 
-    delegator = Delegator.for_app(app)
     rules = [
         RoutingRule("front-desk", "billing", keywords=["invoice", "refund"], priority=10),
         RoutingRule("front-desk", "tech", regex=[r"\\berror \\d+"], tags=["*"]),
     ]
-    app.add_agent(RoutedAgent(front_desk, rules, delegator=delegator))
+    app.add_agent(RoutedAgent(front_desk, rules))   # delegates with the server's delegator (ctx.delegator)
 
 A rule matches a message when any of its conditions does (a rule without conditions
 matches every message):
@@ -41,7 +40,7 @@ from parley.agents.base import Agent, AgentOutput, RunContext
 from parley.agents.tools.base import Tool, ToolError
 from parley.client.card import fetch_card
 from parley.client.errors import ClientError
-from parley.hub.delegation import Delegator, bind_run
+from parley.hub.delegation import CURRENT_RUN, Delegator, bind_run
 from parley.protocol.states import is_interrupted
 
 log = logging.getLogger("parley.hub.routing")
@@ -155,8 +154,8 @@ class RoutedAgent(Agent):
         rules: the routing rules (those of other agents are ignored, so all may be passed).
         resolve_url: a rule's `to_agent` -> the target's URL (absolute, `/a2a/...` or a
             local agent id, see :meth:`Delegator.resolve`); default: `to_agent` as is.
-        delegator: makes the calls; default `Delegator()` (give `Delegator.for_app(app)`
-            for targets on this server).
+        delegator: makes the calls; default: the server's (`ctx.delegator`), which resolves
+            agent ids of this server.
 
     The wrapper also makes the run current for tools (:func:`parley.hub.delegation.bind_run`),
     so an LLM agent's `delegate` tool links its calls to this task: wrap such agents
@@ -177,8 +176,12 @@ class RoutedAgent(Agent):
         self.inner = inner
         self.rules = list(rules)
         self.resolve_url = resolve_url or (lambda agent_id: agent_id)
-        self.delegator = delegator or Delegator()
+        self.delegator = delegator
         self._tags: dict[str, tuple[float, frozenset[str]]] = {}
+
+    def delegator_for(self, ctx: RunContext) -> Delegator:
+        """The delegator of this wrapper, else the server's, else a plain one."""
+        return self.delegator or ctx.delegator or Delegator()
 
     async def route(self, ctx: RunContext) -> tuple[RoutingRule, str] | None:
         """The rule this turn's message matches, and why; None to run the wrapped agent."""
@@ -186,20 +189,22 @@ class RoutedAgent(Agent):
         if not rules:
             return None
         targets = {r.to_agent for r in rules if r.tags}
-        tags = {t: await self.card_tags(t) for t in targets}
+        delegator = self.delegator_for(ctx)
+        tags = {t: await self.card_tags(t, delegator) for t in targets}
         return select_rule(rules, ctx.text, target_tags=tags)
 
-    async def card_tags(self, to_agent: str) -> frozenset[str] | None:
+    async def card_tags(self, to_agent: str, delegator: Delegator | None = None) -> frozenset[str] | None:
         """The skill tags on a target's card (cached for a few minutes); None if it cannot be read."""
+        delegator = delegator or self.delegator or Delegator()
         try:
-            url = self.delegator.resolve(self.resolve_url(to_agent))
+            url = delegator.resolve(self.resolve_url(to_agent))
         except Exception:
             return None
         hit = self._tags.get(url)
         if hit is not None and hit[0] > time.monotonic():
             return hit[1]
         try:
-            async with httpx.AsyncClient(timeout=5.0, headers=self.delegator.headers or None) as http:
+            async with httpx.AsyncClient(timeout=5.0, headers=delegator.headers or None) as http:
                 card = await fetch_card(http, url)
         except ClientError as exc:
             log.info("routing: cannot read the card of %s: %s", url, exc)
@@ -209,9 +214,10 @@ class RoutedAgent(Agent):
         return tags
 
     async def run(self, ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        delegator = self.delegator_for(ctx)
         with bind_run(ctx) as scope:
             if Delegator.pending(ctx):  # the answer to a delegated question goes back to the child
-                async with aclosing(self.delegator.resume(ctx)) as call:
+                async with aclosing(delegator.resume(ctx)) as call:
                     async for out in call:
                         yield out
                 return
@@ -221,7 +227,7 @@ class RoutedAgent(Agent):
                     rule, reason = choice
                     yield ctx.internal("route", to=rule.to_agent, reason=reason, priority=rule.priority)
                     target = self.resolve_url(rule.to_agent)
-                    async with aclosing(self.delegator.delegate(ctx, target, ctx.message)) as call:
+                    async with aclosing(delegator.delegate(ctx, target, ctx.message)) as call:
                         async for out in call:
                             yield out
                     return
@@ -247,7 +253,7 @@ class DelegateTool(Tool):
     are not relayed (the model sees the text only).
     """
 
-    def __init__(self, allowed: Mapping[str, tuple[str, str]], delegator: Delegator, *,
+    def __init__(self, allowed: Mapping[str, tuple[str, str]], delegator: Delegator | None = None, *,
                  name: str = "delegate") -> None:
         if not allowed:
             raise ValueError("delegate_tool needs at least one agent to delegate to")
@@ -279,7 +285,9 @@ class DelegateTool(Tool):
         if not isinstance(text, str) or not text.strip():
             raise ToolError("`message` must be a non-empty string")
         url, _ = self.allowed[agent]
-        res = await self.delegator.ask(url, text, name=agent)
+        scope = CURRENT_RUN.get()
+        delegator = self.delegator or (scope.ctx.delegator if scope is not None else None) or Delegator()
+        res = await delegator.ask(url, text, name=agent)
         if res.ok:
             return res.text or f"({agent} completed without an answer)"
         if res.state is not None and is_interrupted(res.state):
@@ -289,10 +297,12 @@ class DelegateTool(Tool):
         raise ToolError(res.error or f"{agent} did not complete")
 
 
-def delegate_tool(allowed: Mapping[str, tuple[str, str]], delegator: Delegator, *, name: str = "delegate") -> DelegateTool:
+def delegate_tool(allowed: Mapping[str, tuple[str, str]], delegator: Delegator | None = None, *,
+                  name: str = "delegate") -> DelegateTool:
     """A `delegate` tool for LLM agents: `allowed` maps agent id -> (URL, description from its card).
 
-    URLs may be absolute, `/a2a/...` or local agent ids (resolved by `delegator`).
+    URLs may be absolute, `/a2a/...` or local agent ids (resolved by `delegator`, default the
+    server's).
     Wrap the LLM agent in :class:`RoutedAgent` (rules may be empty) so the calls are
     linked to its task and carry the delegation chain.
     """

@@ -19,6 +19,8 @@ class Operation(str, enum.Enum):
     PUSH_LIST = "push_list"
     PUSH_DELETE = "push_delete"
     EXTENDED_CARD = "extended_card"
+    CARD = "card"  # the public card as an operation: A2A 0.3 HTTP+JSON `GET /v1/card`
+    TRACE = "trace"  # Parley's extension: the delegation tree of a task (`GET .../tasks/{id}/trace`)
 
     @property
     def streams(self) -> bool:

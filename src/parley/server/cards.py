@@ -11,28 +11,22 @@ parsers ignore and 0.3 clients need.
 from __future__ import annotations
 
 import hashlib
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import formatdate
 from typing import Any
+from urllib.parse import urlsplit
 
 from parley.agents.base import Agent
 from parley.protocol import models as m
 from parley.protocol.codec import dumps, to_wire
+from parley.settings import CardOptions, Settings
 
 JSONRPC = "JSONRPC"
 HTTP_JSON = "HTTP+JSON"
 GRPC = "GRPC"
-
-
-@dataclass(frozen=True, slots=True)
-class CardOptions:
-    """Server-wide facts that appear in every card."""
-
-    streaming: bool = True
-    push_notifications: bool = False
-    extended_card: bool = False
-    provider: m.AgentProvider | None = None
-    documentation_url: str | None = None
 
 
 def interfaces(url: str, *, grpc_address: str | None = None, tenant: str | None = None) -> list[m.AgentInterface]:
@@ -107,4 +101,46 @@ def document(card_json: dict[str, Any], modified_at: float) -> CardDocument:
     return CardDocument(body=body, etag=etag, last_modified=formatdate(modified_at, usegmt=True))
 
 
-__all__ = ["CardOptions", "build_card", "card_v03", "card_v1", "document", "interfaces"]
+class Cards:
+    """The cards of a server's agents, built from their declarations and cached per URL and version.
+
+    The cache is bounded (`cache_size` documents, least recently used dropped first): a
+    client cannot grow it without limit by sending many different `Host` headers.
+    """
+
+    def __init__(self, agents: Mapping[str, Agent], settings: Settings, *, cache_size: int = 256) -> None:
+        self.agents = agents
+        self.settings = settings
+        self.cache_size = cache_size
+        self.modified_at = time.time()
+        self._documents: OrderedDict[tuple[str, str, bool], CardDocument] = OrderedDict()
+
+    def grpc_address(self, agent_url: str) -> str | None:
+        """host:port of the gRPC binding as the clients of `agent_url` reach it, if gRPC is served."""
+        port = self.settings.grpc_port
+        if port is None:
+            return None
+        host = urlsplit(agent_url).hostname or self.settings.grpc_bind_host
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    def card(self, agent_id: str, agent_url: str) -> m.AgentCard:
+        """The canonical card of an agent served at `agent_url`."""
+        return build_card(self.agents[agent_id], agent_url, self.settings.card,
+                          grpc_address=self.grpc_address(agent_url), tenant=agent_id)
+
+    def document(self, agent_id: str, agent_url: str, *, v1: bool) -> CardDocument:
+        """The serialised card: pure 1.0 (`v1`), or with the 0.3 connection fields."""
+        key = (agent_id, agent_url, v1)
+        doc = self._documents.get(key)
+        if doc is not None:
+            self._documents.move_to_end(key)
+            return doc
+        card = self.card(agent_id, agent_url)
+        doc = document(card_v1(card) if v1 else card_v03(card), self.modified_at)
+        self._documents[key] = doc
+        while len(self._documents) > self.cache_size:
+            self._documents.popitem(last=False)
+        return doc
+
+
+__all__ = ["CardOptions", "Cards", "build_card", "card_v03", "card_v1", "document", "interfaces"]

@@ -1,7 +1,7 @@
 """The gRPC binding of A2A 1.0 (`lf.a2a.v1.A2AService`), on grpc.aio.
 
-One gRPC server serves every agent of a Parley app, next to its HTTP server
-and on the same event loop, task engine and :class:`A2AService`:
+One gRPC server serves every agent of a runtime, next to its HTTP server and on
+the same event loop, through the same request pipeline:
 
 * **Agent selection**: the `tenant` field every 1.0 request carries names the
   agent (`tenant: "echo"`); an empty tenant means the default agent. An
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 import grpc.aio
@@ -45,11 +45,10 @@ from parley.protocol.errors import (
 )
 from parley.protocol.jsonrpc import negotiate_version
 from parley.protocol.operations import Operation
-from parley.server.service import CallContext
+from parley.runtime import Runtime
+from parley.server.access import Credentials
+from parley.server.pipeline import Call
 from parley.telemetry import hooks as telemetry
-
-if TYPE_CHECKING:
-    from parley.server.app import Server
 
 log = logging.getLogger("parley.grpc")
 
@@ -58,8 +57,6 @@ STATUS_DETAILS_KEY = "grpc-status-details-bin"
 VERSION_KEY = "a2a-version"
 EXTENSIONS_KEY = "a2a-extensions"
 LAST_EVENT_ID_KEY = "last-event-id"
-# Keep in step with parley.server.app.principal_of: without authentication everyone is `anonymous`.
-ANONYMOUS = "anonymous"
 
 
 def status_details(error: A2AError) -> bytes:
@@ -79,6 +76,15 @@ async def abort(context: grpc.aio.ServicerContext, error: A2AError) -> None:
     await context.abort(code, error.message, trailing_metadata=((STATUS_DETAILS_KEY, status_details(error)),))
 
 
+def credentials_of(context: grpc.aio.ServicerContext) -> Credentials:
+    """What a gRPC call presents to the authenticator: its metadata (text entries) and the peer."""
+    headers: dict[str, str] = {}
+    for k, v in context.invocation_metadata() or ():
+        if not k.endswith("-bin"):
+            headers[k.lower()] = v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+    return Credentials(headers=headers, peer=context.peer())
+
+
 def _metadata(context: grpc.aio.ServicerContext, key: str) -> list[str]:
     values = []
     for k, v in context.invocation_metadata() or ():
@@ -88,11 +94,11 @@ def _metadata(context: grpc.aio.ServicerContext, key: str) -> list[str]:
 
 
 class ParleyA2AServicer(a2a_pb2_grpc.A2AServiceServicer):
-    """`lf.a2a.v1.A2AService` over a Parley server's A2AService."""
+    """`lf.a2a.v1.A2AService` over a runtime's request pipeline."""
 
-    def __init__(self, server: Server) -> None:
-        self.server = server
-        self.service = server.service
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.pipeline = runtime.pipeline
 
     # --- the RPCs ---------------------------------------------------------------
 
@@ -133,44 +139,37 @@ class ParleyA2AServicer(a2a_pb2_grpc.A2AServiceServicer):
 
     # --- shared -----------------------------------------------------------------
 
-    def _call_context(self, op: Operation, request: Any, context: grpc.aio.ServicerContext) -> CallContext:
-        versions = _metadata(context, VERSION_KEY)
-        if versions and negotiate_version(versions[-1]) != "1.0":
-            raise VersionNotSupportedError(
-                f"a2a-version {versions[-1]!r} is not supported by the gRPC binding, which is A2A 1.0 only"
-            )
-        extensions: set[str] = set()
-        for value in _metadata(context, EXTENSIONS_KEY):
-            extensions.update(u.strip() for u in value.split(",") if u.strip())
-        ctx = CallContext(
-            agent_id=self._agent(getattr(request, "tenant", "")),
-            owner=ANONYMOUS,
-            version="1.0",
-            extensions=frozenset(extensions),
-        )
-        if op is Operation.SUBSCRIBE:
-            ctx.last_event_id = _last_event_id(_metadata(context, LAST_EVENT_ID_KEY))
-        return ctx
+    def _decoder(self, op: Operation, request: Any, context: grpc.aio.ServicerContext) -> Any:
+        async def decode() -> Call:
+            versions = _metadata(context, VERSION_KEY)
+            if versions and negotiate_version(versions[-1]) != "1.0":
+                raise VersionNotSupportedError(
+                    f"a2a-version {versions[-1]!r} is not supported by the gRPC binding, which is A2A 1.0 only"
+                )
+            extensions: set[str] = set()
+            for value in _metadata(context, EXTENSIONS_KEY):
+                extensions.update(u.strip() for u in value.split(",") if u.strip())
+            agent_id = self._agent(getattr(request, "tenant", ""))
+            resume = _last_event_id(_metadata(context, LAST_EVENT_ID_KEY)) if op is Operation.SUBSCRIBE else None
+            return Call(agent_id, op, convert.decode_request(op, request), "1.0", extensions=frozenset(extensions),
+                        last_event_id=resume)
+
+        return decode
 
     def _agent(self, tenant: str) -> str:
-        app = self.server.app
-        if not tenant:
-            assert app.default_agent is not None
-            return app.default_agent
-        if tenant in app.agents:
-            return tenant
-        raise MethodNotFoundError(
-            f"No agent {tenant!r} is hosted here; the tenant names the agent ({', '.join(app.agents)}), "
-            "empty for the default one"
-        )
+        agent_id = self.runtime.agent_id(tenant)
+        if agent_id is None:
+            raise MethodNotFoundError(
+                f"No agent {tenant!r} is hosted here; the tenant names the agent ({', '.join(self.runtime.agents)}), "
+                "empty for the default one"
+            )
+        return agent_id
 
     @telemetry.traced_grpc_unary  # telemetry: request span (calls straight through when off)
     async def _unary(self, op: Operation, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
-            ctx = self._call_context(op, request, context)
-            req = convert.decode_request(op, request)
-            result = await self.service.call(ctx, op, req)
-            return convert.encode_result(op, result)
+            outcome = await self.pipeline.serve("GRPC", credentials_of(context), self._decoder(op, request, context))
+            return convert.encode_result(op, outcome.result)
         except A2AError as exc:
             await abort(context, exc)
         except Exception:
@@ -181,12 +180,11 @@ class ParleyA2AServicer(a2a_pb2_grpc.A2AServiceServicer):
     async def _stream(self, op: Operation, request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[Any]:
         events: Any = None
         try:
-            ctx = self._call_context(op, request, context)
-            req = convert.decode_request(op, request)
-            events = telemetry.stream_events(await self.service.stream(ctx, op, req))  # telemetry
+            outcome = await self.pipeline.serve("GRPC", credentials_of(context), self._decoder(op, request, context))
+            events = outcome.events
+            assert events is not None
             async for entry in events:
-                if entry is not None:
-                    yield convert.encode_event(entry.event)
+                yield convert.encode_event(entry.event)
         except A2AError as exc:
             await abort(context, exc)
         except Exception:
@@ -206,21 +204,21 @@ def _last_event_id(values: list[str]) -> int | None:
     return int(raw)
 
 
-def create_grpc_server(server: Server, host: str, port: int) -> tuple[grpc.aio.Server, int]:
-    """A grpc.aio server for every agent of `server`, bound to host:port (not started); returns it and the port."""
-    limit = server.settings.max_body_bytes
+def create_grpc_server(runtime: Runtime, host: str, port: int) -> tuple[grpc.aio.Server, int]:
+    """A grpc.aio server for every agent of `runtime`, bound to host:port (not started); returns it and the port."""
+    limit = runtime.settings.max_body_bytes
     grpc_server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit)])
-    a2a_pb2_grpc.add_A2AServiceServicer_to_server(ParleyA2AServicer(server), grpc_server)
+    a2a_pb2_grpc.add_A2AServiceServicer_to_server(ParleyA2AServicer(runtime), grpc_server)
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     return grpc_server, grpc_server.add_insecure_port(address)
 
 
-async def start_grpc_server(server: Server, host: str, port: int) -> grpc.aio.Server:
-    """Start serving `server`'s agents over gRPC on host:port (call on the ASGI app's event loop).
+async def start_grpc_server(runtime: Runtime, host: str, port: int) -> grpc.aio.Server:
+    """Start serving `runtime`'s agents over gRPC on host:port (call on the ASGI app's event loop).
 
     Stop it with `await grpc_server.stop(grace)` before the engine shuts down.
     """
-    grpc_server, bound = create_grpc_server(server, host, port)
+    grpc_server, bound = create_grpc_server(runtime, host, port)
     await grpc_server.start()
     log.info("gRPC (A2A 1.0) listening on %s:%d", host, bound)
     return grpc_server

@@ -1,13 +1,21 @@
-"""Small HTTP helpers shared by the transports: bounded body reads, SSE frames."""
+"""Small HTTP helpers shared by the HTTP bindings: bounded body reads, credentials, SSE frames and keep-alives."""
 
 from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any, TypeVar
 
 from starlette.requests import Request
 
 from parley.protocol.errors import InvalidRequestError, PayloadTooLargeError
+from parley.server.access import Credentials
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 KEEPALIVE_FRAME = b": keep-alive\n\n"
+STREAM_BUFFER = 64  # events read ahead of a slow SSE client; beyond, the follower waits (and the bus buffers)
+T = TypeVar("T")
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -25,6 +33,11 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def credentials_of(request: Request) -> Credentials:
+    """What an HTTP request presents to the authenticator: its headers and the peer address."""
+    return Credentials(headers=request.headers, peer=request.client.host if request.client else None)
+
+
 def sse_frame(data: bytes, event_id: int | None = None, event: str | None = None) -> bytes:
     """One Server-Sent Events frame; `data` must be single-line JSON."""
     head = b""
@@ -33,6 +46,63 @@ def sse_frame(data: bytes, event_id: int | None = None, event: str | None = None
     if event is not None:
         head += b"event: " + event.encode() + b"\n"
     return head + b"data: " + data + b"\n\n"
+
+
+class _Failed:
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+_END = object()
+
+
+async def with_keepalive(events: AsyncIterator[T], seconds: float) -> AsyncIterator[T | None]:
+    """The items of `events`, with None whenever none came for `seconds` (the writer sends a comment frame).
+
+    A task reads ahead into a small bounded buffer, so waiting with a deadline never
+    interrupts the source; a slow client makes the reader wait instead of buffering
+    without bound.
+    """
+    queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=STREAM_BUFFER)
+
+    async def pump() -> None:
+        try:
+            async for item in events:
+                await queue.put(item)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # handed to the writer, which answers with an error frame
+            await queue.put(_Failed(exc))
+            return
+        await queue.put(_END)
+
+    reader = asyncio.ensure_future(pump())
+    try:
+        while True:
+            if queue.empty():
+                try:
+                    async with asyncio.timeout(seconds):
+                        item = await queue.get()
+                except TimeoutError:
+                    yield None
+                    continue
+            else:
+                item = queue.get_nowait()
+            if item is _END:
+                return
+            if isinstance(item, _Failed):
+                raise item.error
+            yield item
+    finally:
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await reader
+        closer = getattr(events, "aclose", None)
+        if closer is not None:
+            with contextlib.suppress(Exception):
+                await closer()
 
 
 def last_event_id(request: Request) -> int | None:

@@ -1,8 +1,10 @@
 """The JSON-RPC 2.0 binding: one POST endpoint per agent, both protocol versions.
 
-JSON-RPC errors travel with HTTP 200, as the official SDKs expect; only
-transport failures (body over the limit: 413) use other statuses. Streaming
-methods answer with SSE whose frames carry `id: <seq>` from the task's log.
+It decodes the envelope and params into a :class:`~parley.server.pipeline.Call`,
+hands it to the request pipeline, and encodes the answer. JSON-RPC errors travel
+with HTTP 200, as the official SDKs expect; only transport failures (body over the
+limit: 413) and access refusals (401, 403) use other statuses. Streaming methods
+answer with SSE whose frames carry `id: <seq>` from the task's log.
 """
 
 from __future__ import annotations
@@ -19,10 +21,18 @@ from parley.protocol.codec import dumps
 from parley.protocol.errors import A2AError, InternalError
 from parley.protocol.jsonrpc import EnvelopeError, RpcRequest
 from parley.protocol.operations import Operation
-from parley.server.http import KEEPALIVE_FRAME, SSE_HEADERS, last_event_id, read_body, requested_extensions, sse_frame
-from parley.server.service import A2AService, CallContext
+from parley.server.http import (
+    KEEPALIVE_FRAME,
+    SSE_HEADERS,
+    credentials_of,
+    last_event_id,
+    read_body,
+    requested_extensions,
+    sse_frame,
+    with_keepalive,
+)
+from parley.server.pipeline import Call, Pipeline
 from parley.tasks.log import Entry
-from parley.telemetry import hooks as telemetry
 
 log = logging.getLogger("parley.jsonrpc")
 JSON = "application/json"
@@ -47,53 +57,49 @@ def error_body(request_id: Any, error: A2AError, version: str) -> bytes:
 class JsonRpcEndpoint:
     """Handles `POST` to an agent's JSON-RPC URL."""
 
-    def __init__(self, service: A2AService, max_body_bytes: int) -> None:
-        self.service = service
+    def __init__(self, pipeline: Pipeline, max_body_bytes: int, keepalive: float = 15.0) -> None:
+        self.pipeline = pipeline
         self.max_body_bytes = max_body_bytes
+        self.keepalive = keepalive
 
-    async def handle(self, request: Request, agent_id: str, owner: str) -> Response:
-        """Parse, dispatch and answer one JSON-RPC request."""
-        rpc: RpcRequest | None = None
-        version = "0.3"
-        telemetry.a2a_request("JSONRPC", agent_id)  # telemetry: request span
-        try:
+    async def handle(self, request: Request, agent_id: str, agent_url: str) -> Response:
+        """Decode, run through the pipeline and answer one JSON-RPC request."""
+        seen: dict[str, Any] = {}  # what decoding learnt before any error: the request id and version
+
+        async def decode() -> Call:
             body = await read_body(request, self.max_body_bytes)
-            rpc = jsonrpc.parse_request(body, _version_header(request))
-            version = rpc.dialect.VERSION
+            try:
+                rpc = jsonrpc.parse_request(body, _version_header(request))
+            except EnvelopeError as exc:
+                seen["id"] = exc.request_id
+                raise exc.error from None
+            seen["id"], seen["version"] = rpc.id, rpc.dialect.VERSION
             req = rpc.dialect.decode(rpc.op, rpc.params)
-            telemetry.a2a_method(rpc.op, version, req)  # telemetry: method, version, task id
-            ctx = CallContext(agent_id=agent_id, owner=owner, version=version, extensions=requested_extensions(request))
-            if rpc.op.streams:
-                if rpc.op is Operation.SUBSCRIBE:
-                    ctx.last_event_id = last_event_id(request)
-                events = telemetry.stream_events(await self.service.stream(ctx, rpc.op, req))  # telemetry
-                return StreamingResponse(
-                    self._sse(rpc, events), media_type="text/event-stream", headers=SSE_HEADERS
-                )
-            result = await self.service.call(ctx, rpc.op, req)
-            telemetry.a2a_result(result)  # telemetry: task id
-            if rpc.op is Operation.EXTENDED_CARD:
-                encoded = result
-            else:
-                encoded = rpc.dialect.encode_result(rpc.op, result)
-            return Response(jsonrpc.success(rpc.id, encoded), media_type=JSON)
-        except EnvelopeError as exc:
-            return self._error(exc.request_id, exc.error, version)
+            resume = last_event_id(request) if rpc.op is Operation.SUBSCRIBE else None
+            return Call(agent_id, rpc.op, req, rpc.dialect.VERSION, extensions=requested_extensions(request),
+                        last_event_id=resume, agent_url=agent_url, tag=rpc)
+
+        try:
+            outcome = await self.pipeline.serve("JSONRPC", credentials_of(request), decode, agent_id)
         except A2AError as exc:
-            return self._error(rpc.id if rpc else None, exc, version)
-        except Exception:
-            log.exception("unexpected error handling a JSON-RPC request")
-            return self._error(rpc.id if rpc else None, InternalError(), version)
+            return self._error(seen.get("id"), exc, seen.get("version", "0.3"))
+        rpc: RpcRequest = outcome.call.tag
+        if outcome.events is not None:
+            return StreamingResponse(self._sse(rpc, outcome.events), media_type="text/event-stream",
+                                     headers=SSE_HEADERS)
+        result = outcome.result
+        encoded = result if rpc.op is Operation.EXTENDED_CARD else rpc.dialect.encode_result(rpc.op, result)
+        return Response(jsonrpc.success(rpc.id, encoded), media_type=JSON)
 
     def _error(self, request_id: Any, error: A2AError, version: str) -> Response:
-        telemetry.a2a_error(error)  # telemetry: error.type
-        status = error.http_status if error.http_status in (401, 403, 413) else 200
-        return Response(error_body(request_id, error, version), status_code=status, media_type=JSON)
+        status = error.http_status if error.http_status in (401, 403, 413, 429) else 200
+        headers = getattr(error, "headers", None) or None
+        return Response(error_body(request_id, error, version), status_code=status, media_type=JSON, headers=headers)
 
-    async def _sse(self, rpc: RpcRequest, events: AsyncIterator[Entry | None]) -> AsyncIterator[bytes]:
+    async def _sse(self, rpc: RpcRequest, events: AsyncIterator[Entry]) -> AsyncIterator[bytes]:
         encode = rpc.dialect.encode_event
         try:
-            async for entry in events:
+            async for entry in with_keepalive(events, self.keepalive):
                 if entry is None:
                     yield KEEPALIVE_FRAME
                     continue
@@ -109,4 +115,3 @@ class JsonRpcEndpoint:
 def _version_header(request: Request) -> str | None:
     """The requested A2A version: the header, else the `A2A-Version` query parameter."""
     return request.headers.get("a2a-version") or request.query_params.get("A2A-Version")
-

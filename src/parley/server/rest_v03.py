@@ -24,20 +24,16 @@ error, e.g. `TaskNotFoundError`).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import Response
 
-from parley.protocol import models as m
 from parley.protocol import v0_3_rest
 from parley.protocol.codec import dumps
 from parley.protocol.errors import A2AError, VersionNotSupportedError
 from parley.protocol.jsonrpc import negotiate_version
 from parley.protocol.operations import Operation
-from parley.server.rest import RestEndpoint, Routes, _version, is_v03_path, status_obj
-from parley.server.service import CallContext
+from parley.server.rest_base import RestEndpoint, Routes, status_obj, version_requested
 
 _ID = r"(?P<id>[^/:]+)"
 _TASK = r"(?P<taskId>[^/:]+)"
@@ -54,7 +50,7 @@ ROUTES: Routes = [
         re.compile(rf"v1/tasks/{_TASK}/pushNotificationConfigs/{_ID}"),
         {"GET": Operation.PUSH_GET, "DELETE": Operation.PUSH_DELETE},
     ),
-    (re.compile(r"v1/card"), {"GET": Operation.EXTENDED_CARD}),
+    (re.compile(r"v1/card"), {"GET": Operation.CARD}),
 ]
 
 # Query parameters whose values are not strings (JSON names and proto names).
@@ -79,9 +75,6 @@ SDK_ERROR_TYPES = {
     "VERSION_NOT_SUPPORTED": "VersionNotSupportedError",
 }
 
-CardSource = Callable[[Request, str, bool], m.AgentCard]
-
-
 def error_body(error: A2AError) -> bytes:
     """google.rpc.Status, plus the top-level `type` and `message` 0.3-era clients read."""
     body: dict[str, Any] = {}
@@ -93,38 +86,17 @@ def error_body(error: A2AError) -> bytes:
     return dumps(body)
 
 
-def server_card(request: Request, agent_id: str, root: bool) -> m.AgentCard:
-    """The public card of `agent_id`: `Server.agent_card` if server/app.py offers it (the card behind the
-    well-known URL), else built from the agent, its URL and the card options."""
-    from parley.server.cards import build_card
-
-    server = request.app.state.parley
-    agent_card = getattr(server, "agent_card", None)
-    if agent_card is not None:
-        return agent_card(request, agent_id, root=root)
-    url = server.agent_url(request, agent_id, root=root)
-    return build_card(server.app.agents[agent_id], url, server.settings.card)
-
-
 class RestV03Endpoint(RestEndpoint):
     """Serves the A2A 0.3 HTTP+JSON binding (`{base}/v1/...`) for every hosted agent."""
 
-    version = "0.3"
+    binding_version = "0.3"
     dialect: Any = v0_3_rest
     routes = ROUTES
     int_params = _INT_PARAMS
     bool_params = _BOOL_PARAMS
 
-    def __init__(self, service: Any, max_body_bytes: int, card_source: CardSource | None = None) -> None:
-        super().__init__(service, max_body_bytes)
-        self.card_source = card_source or server_card
-
-    async def handle(self, request: Request, agent_id: str, owner: str, path: str) -> Response:
-        """Serve a 0.3 request (when this endpoint is routed to directly)."""
-        return await self.serve(request, agent_id, owner, path)
-
     def check_version(self, request: Request, path: str) -> None:
-        requested = negotiate_version(_version(request))
+        requested = negotiate_version(version_requested(request))
         if requested != "0.3":
             raise VersionNotSupportedError(
                 f"{request.method} /{path.strip('/')} is an A2A 0.3 HTTP+JSON operation but the request asks for "
@@ -135,11 +107,5 @@ class RestV03Endpoint(RestEndpoint):
     def error_body(self, error: A2AError) -> bytes:
         return error_body(error)
 
-    async def unary(self, request: Request, ctx: CallContext, op: Operation, req: Any, path: str) -> Any:
-        if op is Operation.EXTENDED_CARD:  # 0.3 `GET /v1/card`: the agent's card
-            base = request.url.path[: len(request.url.path) - len(path.lstrip("/"))].rstrip("/")
-            return self.card_source(request, ctx.agent_id, base == "")
-        return await self.service.call(ctx, op, req)
 
-
-__all__ = ["ROUTES", "RestV03Endpoint", "error_body", "is_v03_path", "server_card"]
+__all__ = ["ROUTES", "RestV03Endpoint", "error_body"]

@@ -1,14 +1,15 @@
-"""The binding-independent A2A service: one call per operation, over the engine.
+"""The binding-independent A2A service: one method per operation, over the engine.
 
-Transports (JSON-RPC now, HTTP+JSON and gRPC later) decode a request into the
-canonical model, call :meth:`A2AService.call` or :meth:`A2AService.stream`,
-and encode what comes back in the caller's protocol version.
+The request pipeline (:mod:`parley.server.pipeline`) calls :meth:`A2AService.call`
+or :meth:`A2AService.stream` with a :class:`CallContext` naming the agent, the
+caller's principal and the protocol version; results are canonical objects the
+binding encodes in the caller's version. Errors are canonical A2A errors.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,27 +27,47 @@ from parley.protocol.errors import (
     UnsupportedOperationError,
 )
 from parley.protocol.operations import Operation
-from parley.protocol.states import is_terminal
+from parley.protocol.states import is_settled, is_terminal
+from parley.server.access import Principal
 from parley.tasks.engine import TaskEngine
 from parley.tasks.log import Entry, trim_history
+
+CardSource = Callable[[str, str], m.AgentCard]  # (agent id, agent URL) -> the agent's public card
 
 
 @dataclass(slots=True)
 class CallContext:
-    """Who is calling which agent, in which protocol version."""
+    """Who is calling which agent, over which binding, in which protocol version."""
 
     agent_id: str
-    owner: str
+    principal: Principal
     version: str
-    last_event_id: int | None = None
+    binding: str = "JSONRPC"
     extensions: frozenset[str] = frozenset()
+    last_event_id: int | None = None
+    agent_url: str | None = None
+
+    @property
+    def owner(self) -> str:
+        """The principal id the tasks of this call belong to."""
+        return self.principal.id
+
+
+@dataclass(slots=True)
+class TraceRequest:
+    """The Parley trace extension: the delegation tree of a task, `depth` levels deep."""
+
+    id: str
+    depth: int
 
 
 class A2AService:
     """Implements each A2A operation on top of the task engine."""
 
-    def __init__(self, engine: TaskEngine, *, push_notifications: bool = False, streaming: bool = True) -> None:
+    def __init__(self, engine: TaskEngine, *, card: CardSource | None = None, push_notifications: bool = False,
+                 streaming: bool = True) -> None:
         self.engine = engine
+        self.card = card
         self.push_notifications = push_notifications
         self.streaming = streaming
 
@@ -74,29 +95,52 @@ class A2AService:
             if ctx.version == "1.0":
                 raise UnsupportedOperationError("This agent does not offer an extended agent card")
             raise ExtendedCardNotConfiguredError()
+        if op is Operation.CARD:
+            if self.card is None or ctx.agent_url is None:
+                raise UnsupportedOperationError("The agent card is served at the well-known URL")
+            return self.card(ctx.agent_id, ctx.agent_url)
+        if op is Operation.TRACE:
+            return await self._trace(ctx, req)
         return await self._push(ctx, op, req)
 
-    async def stream(self, ctx: CallContext, op: Operation, req: Any) -> AsyncIterator[Entry | None]:
-        """Start a streaming operation; errors before the first event are raised here."""
+    async def stream(self, ctx: CallContext, op: Operation, req: Any) -> AsyncIterator[Entry]:
+        """Start a streaming operation; errors before the first event are raised here.
+
+        The stream of a send ends when the task settles (terminal or interrupted); a
+        subscription follows the task through `input-required` to its end (A2A 1.0
+        section 3.1.6).
+        """
         if not self.streaming:
             raise UnsupportedOperationError("This agent does not support streaming")
         e = self.engine
         if op is Operation.STREAM:
             self._check_message(ctx, req)
             sub = await e.submit(ctx.agent_id, ctx.owner, req)
-            return _chain(sub.first, e.follow(sub.record.task.id, sub.first.seq))
-        first, after = await e.subscribe(ctx.agent_id, ctx.owner, req.id, ctx.last_event_id)
-        if first is not None and is_terminal(first.event.status.state) and ctx.version == "1.0":
+            first = sub.first
+            assert isinstance(first.event, m.Task)
+            rest = e.follow(first.event.id, first.seq, state=first.event.status.state, until=is_settled)
+            return _chain(first, rest)
+        first, rec = await e.subscribe(ctx.agent_id, ctx.owner, req.id, ctx.last_event_id)
+        state = rec.task.status.state
+        if first is not None and is_terminal(state) and ctx.version == "1.0":
             raise UnsupportedOperationError(
                 f"Task {req.id} is already finished; use GetTask, or resubscribe with Last-Event-ID to replay"
             )
-        return _chain(first, e.follow(req.id, after))
+        after = rec.seq if ctx.last_event_id is None else ctx.last_event_id
+        rest = e.follow(req.id, after, state=state, state_seq=rec.seq, until=is_terminal)
+        return _chain(first, rest)
 
     def _check_message(self, ctx: CallContext, req: m.SendMessageRequest) -> None:
         """Refuse what the agent declared it cannot take: media types, missing required extensions."""
         agent = self.engine.agents[ctx.agent_id]
         check_extensions(agent, ctx.extensions)
         check_media_types(agent, req)
+
+    async def _trace(self, ctx: CallContext, req: TraceRequest) -> dict[str, Any]:
+        from parley.hub.trace import build_trace
+
+        rec = await self.engine.record(ctx.agent_id, ctx.owner, req.id)
+        return await build_trace(self.engine.store, rec, url=ctx.agent_url, depth=req.depth)
 
     async def _push(self, ctx: CallContext, op: Operation, req: Any) -> Any:
         if not self.push_notifications:
@@ -119,11 +163,14 @@ class A2AService:
         return None
 
 
-async def _chain(first: Entry | None, rest: AsyncIterator[Entry | None]) -> AsyncIterator[Entry | None]:
-    if first is not None:
-        yield first
-    async for entry in rest:
-        yield entry
+async def _chain(first: Entry | None, rest: AsyncIterator[Entry]) -> AsyncIterator[Entry]:
+    try:
+        if first is not None:
+            yield first
+        async for entry in rest:
+            yield entry
+    finally:
+        await rest.aclose()  # type: ignore[attr-defined]
 
 
 def part_media_type(part: m.Part) -> str:

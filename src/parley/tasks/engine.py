@@ -1,22 +1,34 @@
 """The task engine: runs agents for tasks and keeps each task's event log.
 
 It creates and continues tasks, drives the agent's generator as a background
-asyncio task, appends every change to the log (persisted by the store, then
-published to live followers), answers reads, cancels runs, and recovers tasks
-left running by a previous process.
+asyncio task, turns its outputs into log entries (:mod:`parley.tasks.turn`),
+commits them to the store with their side effects (group commit: the entries of
+one event-loop turn share a transaction; a settled state is committed before
+anyone hears of it), publishes committed entries on the bus, answers reads, and
+cancels runs, here or, through the bus, in the process that runs them.
+
+Several engines (processes) may share one store and bus. A running task is
+leased by the engine that runs it (renewed by a heartbeat); an engine takes over
+only tasks whose lease expired, resuming them from their checkpoint where the
+agent left one, else failing them with a clear message. Every write is a
+compare-and-set on the log's sequence number, so two engines never both append.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import socket
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from parley.agents.base import Agent, AgentOutput, ArtifactChunk, InternalEvent, RunContext, Status, new_id
+from parley.agents.base import Agent, AgentOutput, InternalEvent, RunContext, new_id
 from parley.protocol import models as m
-from parley.protocol.codec import copy
 from parley.protocol.errors import (
     InvalidParamsError,
     TaskNotCancelableError,
@@ -24,55 +36,93 @@ from parley.protocol.errors import (
     UnsupportedOperationError,
 )
 from parley.protocol.states import InvalidTransition, check_transition, is_settled, is_terminal
-from parley.tasks.log import Entry, apply, now_iso, trim_history
-from parley.tasks.store import TaskLink, TaskQuery, TaskRecord, TaskStore, encode_cursor, make_query
+from parley.tasks.bus import EventBus, LocalBus
+from parley.tasks.follow import StopWhen, follow_log
+from parley.tasks.log import Entry, apply, fold, now_iso, trim_history
+from parley.tasks.store import (
+    Commit,
+    DuplicateMessage,
+    Lease,
+    MessageKey,
+    SequenceConflict,
+    TaskLink,
+    TaskQuery,
+    TaskRecord,
+    TaskStore,
+    encode_cursor,
+    fingerprint,
+    make_query,
+)
+from parley.tasks.turn import TextState, Turn
 
 log = logging.getLogger("parley.engine")
 
 RESTART_MESSAGE = "The server stopped while this task was running; it was not resumed. Send the request again."
 RESUME_MESSAGE = "Resumed from the last checkpoint after a server restart."
 CHECKPOINT = "internal:checkpoint"
-CONTEXT_TASKS = 50  # earlier tasks of a context handed to a new task's agent, newest kept
 DELEGATION = "internal:delegation"  # {url, agent, taskId, contextId}: a child task, kept as a link for traces
-KEEPALIVE_SECONDS = 15.0
+CONTEXT_TASKS = 50  # earlier tasks of a context handed to a new task's agent, newest kept
+LEASE_SECONDS = 30.0
+PACE_SECONDS = 0.002  # an agent that never awaits gets the loop back to the others this often
+CHECKPOINT_MARK = "parley.checkpoint"  # stored checkpoints: {mark: 2, "agent": state, "seq": n, "text": {...}}
 
 Observer = Callable[[str, InternalEvent], None]
 Listener = Callable[[TaskRecord, list[Entry]], None]
+ChildCanceler = Callable[[TaskLink], Awaitable[None]]
+
+
+def process_id() -> str:
+    """A holder id for this process's leases: host, pid and a random suffix."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(slots=True)
+class Effects:
+    """What the next commit of a run writes besides its entries."""
+
+    message: MessageKey | None = None
+    checkpoint: dict[str, Any] | None = None
+    links: list[TaskLink] = field(default_factory=list)
+    lease: Lease | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.message or self.checkpoint is not None or self.links or self.lease)
+
+    def then(self, newer: Effects) -> Effects:
+        """These effects followed by `newer` (for a commit that failed and is tried again with more)."""
+        return Effects(message=newer.message or self.message,
+                       checkpoint=newer.checkpoint if newer.checkpoint is not None else self.checkpoint,
+                       links=[*self.links, *newer.links], lease=newer.lease or self.lease)
 
 
 @dataclass(eq=False)
 class Run:
-    """A task whose agent runs in this process, and the entries it appended."""
+    """A task whose agent runs in this process: its live record, its turn and what is not yet committed."""
 
     record: TaskRecord
-    entries: list[Entry] = field(default_factory=list)
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    turn: Turn
+    committed_seq: int
     settled: asyncio.Event = field(default_factory=asyncio.Event)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     aio: asyncio.Task | None = None
     done: bool = False
     cancel_requested: dict | None = None
     unflushed: list[Entry] = field(default_factory=list)
+    effects: Effects = field(default_factory=Effects)
     flush_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     flush_scheduled: bool = False
-    checkpointed: bool = False
-    text_artifact: str | None = None
-    text_started: bool = False
-    pending_text: str | None = None
+    has_checkpoint: bool = False
+    lease_lost: bool = False
+    paced_at: float = 0.0
 
     @property
     def task(self) -> m.Task:
         return self.record.task
 
-    def notify(self) -> None:
-        """Wake every follower waiting for new entries."""
-        self.changed.set()
-        self.changed = asyncio.Event()
-
 
 @dataclass(slots=True)
 class Submission:
-    """The outcome of submitting a message: the task, its run, and where a stream starts."""
+    """The outcome of submitting a message: the task, its run (if it runs here), and where a stream starts."""
 
     record: TaskRecord
     run: Run | None
@@ -81,173 +131,218 @@ class Submission:
 
 
 class TaskEngine:
-    """Runs agents for tasks and serves reads of their logs."""
+    """Runs agents for tasks and serves reads of their logs.
+
+    Args:
+        store: where tasks and logs live (shared by every engine of a deployment).
+        agents: the agents this engine runs, by id.
+        bus: carries committed entries to followers and cancel requests between engines.
+        delegator: handed to agents as `ctx.delegator`.
+        cancel_child: cancels a delegated child task (a task canceled while it waited for input).
+        holder: this engine's lease holder id (default: host, pid and a random suffix).
+        lease_seconds: how long a run lease lasts without a heartbeat.
+        observers: told of every internal event an agent yields (telemetry).
+    """
 
     def __init__(
         self,
         store: TaskStore,
         agents: Mapping[str, Agent],
         *,
-        keepalive: float = KEEPALIVE_SECONDS,
+        bus: EventBus | None = None,
+        delegator: Any = None,
+        cancel_child: ChildCanceler | None = None,
+        holder: str | None = None,
+        lease_seconds: float = LEASE_SECONDS,
         observers: list[Observer] | None = None,
-        delegator: object | None = None,
     ) -> None:
         self.store = store
         self.agents = agents
-        self.keepalive = keepalive
+        self.bus = bus or LocalBus()
+        self.delegator = delegator
+        self.cancel_child = cancel_child
+        self.holder = holder or process_id()
+        self.lease_seconds = lease_seconds
         self.observers: list[Observer] = observers or []
         self.listeners: list[Listener] = []  # told of every appended batch (telemetry, metrics)
-        # Cancels a delegated child task (set by the server: over A2A, through the delegator).
-        self.child_canceler: Callable[[TaskLink], Awaitable[None]] | None = None
-        self.delegator = delegator
         self.runs: dict[str, Run] = {}
-        self._submitting: dict[tuple[str, str, str], asyncio.Future[Submission]] = {}
         self._flushes: set[asyncio.Task] = set()
+        self._background: set[asyncio.Task] = set()
+        self._heartbeat: asyncio.Task | None = None
+        self._unregister = self.bus.on_cancel(self._on_cancel_request)
 
-    # --- writing -----------------------------------------------------------
+    # --- lifecycle -------------------------------------------------------------------------------
 
-    async def _append(self, run: Run, events: list) -> None:
-        """Fold, persist and publish events (callers hold `run.lock` or own the run)."""
+    async def start(self) -> list[str]:
+        """Take over orphaned tasks and start the lease heartbeat; returns the ids of tasks marked failed."""
+        failed = await self.recover()
+        if self._heartbeat is None:
+            self._heartbeat = asyncio.create_task(self._keep_leases(), name="parley-leases")
+        return failed
+
+    async def shutdown(self) -> None:
+        """Stop every running agent, write what is still unwritten, hand the leases back."""
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            await asyncio.gather(self._heartbeat, return_exceptions=True)
+            self._heartbeat = None
+        running = list(self.runs)
+        tasks = [run.aio for run in self.runs.values() if run.aio is not None]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await asyncio.gather(*list(self._flushes), *list(self._background), return_exceptions=True)
+        if running:
+            with contextlib.suppress(Exception):
+                await self.store.release_leases(self.holder, running)
+        self._unregister()
+
+    # --- writing ---------------------------------------------------------------------------------
+
+    def _new_lease(self) -> Lease:
+        return Lease(self.holder, time.time() + self.lease_seconds)
+
+    def _fold(self, run: Run, events: list) -> list[Entry]:
+        """Give events their sequence numbers and fold them into a new snapshot (the committed one stays)."""
         rec = run.record
-        state = rec.task.status.state
-        for ev in events:  # check the whole batch first: a refused event must leave no trace
-            if isinstance(ev, m.TaskStatusUpdateEvent):
-                check_transition(state, ev.status.state)
-                state = ev.status.state
-        entries: list[Entry] = []
+        entries = []
+        task = fold(rec.task, ())
         for ev in events:
             rec.seq += 1
             entries.append(Entry(rec.seq, ev))
-            apply(rec.task, ev)
+            task = apply(task, ev)
+        rec.task = task
         rec.updated_at = time.time()
         run.unflushed.extend(entries)
-        settled = is_settled(rec.task.status.state)
-        if settled:
-            await self._flush(run)  # a settled state is durable before anyone hears of it
-        else:
-            self._flush_soon(run)
-        run.entries.extend(entries)
         for listener in self.listeners:
             try:
                 listener(rec, entries)
             except Exception:  # a broken listener must not break tasks
                 log.exception("task listener %r failed", listener)
+        return entries
+
+    async def _append(self, run: Run, events: list, *, now: bool = False) -> None:
+        """Fold, commit and publish events: at once when they settle the task (or `now`), else soon."""
+        state = run.task.status.state
+        for ev in events:  # check the whole batch first: a refused event must leave no trace
+            if isinstance(ev, m.TaskStatusUpdateEvent):
+                check_transition(state, ev.status.state)
+                state = ev.status.state
+        self._fold(run, events)
+        settled = is_settled(run.task.status.state)
+        if settled or now:
+            await self._flush(run)  # a settled state is durable before anyone hears of it
+        else:
+            self._flush_soon(run)
         if settled:
             run.settled.set()
-            if self.runs.get(rec.task.id) is run:  # a settled task takes new messages at once
-                del self.runs[rec.task.id]
-        run.notify()
+            if self.runs.get(run.task.id) is run:  # a settled task takes new messages at once
+                del self.runs[run.task.id]
 
     async def _flush(self, run: Run) -> None:
-        """Write the run's unwritten entries and its snapshot in one store transaction."""
+        """Commit the run's unwritten entries, snapshot and side effects in one transaction; then publish."""
         async with run.flush_lock:
-            if not run.unflushed:
+            if run.lease_lost:
+                return
+            if run.turn.has_text and not is_settled(run.task.status.state):
+                text = run.turn.take_text()  # text since the last flush becomes one chunk
+                if text:
+                    self._fold(run, text)
+            if not run.unflushed and not run.effects:
                 return
             batch, run.unflushed = run.unflushed, []
+            effects, run.effects = run.effects, Effects()
             rec = run.record
-            await self.store.append(rec.task.id, batch, rec.task, rec.updated_at)
+            state = rec.task.status.state
+            terminal = is_terminal(state)
+            commit = Commit(
+                task_id=rec.task.id, expected_seq=run.committed_seq, entries=batch, snapshot=rec.task,
+                updated_at=rec.updated_at, message=effects.message, checkpoint=effects.checkpoint,
+                drop_checkpoint=terminal and run.has_checkpoint, links=effects.links,
+                lease=None if is_settled(state) else effects.lease, release_lease=is_settled(state),
+            )
+            try:
+                await self.store.commit(commit)
+            except (SequenceConflict, DuplicateMessage):
+                raise
+            except BaseException:  # not written (a database error): keep it all for the next attempt
+                run.unflushed = [*batch, *run.unflushed]
+                run.effects = effects.then(run.effects)
+                raise
+            run.committed_seq = commit.last_seq
+            if batch:
+                await self.bus.publish(rec.task.id, batch)
 
     def _flush_soon(self, run: Run) -> None:
         """Group commit: entries appended in the same event-loop turn share one transaction."""
         if run.flush_scheduled:
             return
         run.flush_scheduled = True
+        task = asyncio.ensure_future(self._scheduled_flush(run))
+        self._flushes.add(task)
+        task.add_done_callback(self._flush_done)
 
-        def start() -> None:
-            run.flush_scheduled = False
-            task = asyncio.ensure_future(self._flush(run))
-            self._flushes.add(task)
-            task.add_done_callback(self._flush_done)
-
-        asyncio.get_running_loop().call_soon(start)
+    async def _scheduled_flush(self, run: Run) -> None:
+        run.flush_scheduled = False  # what is appended from now on needs a flush of its own
+        await self._flush(run)
 
     def _flush_done(self, task: asyncio.Task) -> None:
         self._flushes.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("writing task events failed", exc_info=task.exception())
 
-    def _status(self, task: m.Task, state: m.TaskState, text: str | None = None, parts: list[m.Part] | None = None,
-                metadata: dict | None = None) -> m.TaskStatusUpdateEvent:
-        message = None
-        if text is not None or parts:
-            message = m.Message(
-                message_id=new_id(),
-                role=m.Role.AGENT,
-                parts=parts or [m.Part(text=text or "")],
-                task_id=task.id,
-                context_id=task.context_id,
-            )
-        return m.TaskStatusUpdateEvent(
-            task_id=task.id,
-            context_id=task.context_id,
-            status=m.TaskStatus(state=state, message=message, timestamp=now_iso()),
-            metadata=metadata,
-        )
-
-    # --- submitting ----------------------------------------------------------
+    # --- submitting ------------------------------------------------------------------------------
 
     async def submit(self, agent_id: str, owner: str, req: m.SendMessageRequest) -> Submission:
-        """Create or continue the task a message belongs to, and start its agent."""
+        """Create or continue the task a message belongs to, and start its agent.
+
+        A message naming a task is handled against that task (A2A 1.0 section 3.4.2),
+        whatever its messageId was used for before. The same message sent again (same
+        messageId and content) returns the task it went to; a different message that
+        reuses a messageId is not a retry and is handled as new.
+        """
         msg = req.message
         if msg.role is not m.Role.USER:
             raise InvalidParamsError("Invalid params: a message sent to an agent must have the user role")
-        key = (agent_id, owner, msg.message_id)
-        pending = self._submitting.get(key)
-        if pending is not None:  # the same message is being submitted right now: share its outcome
-            sub = await asyncio.shield(pending)
-            return Submission(sub.record, sub.run, Entry(sub.record.seq, copy(sub.record.task)), duplicate=True)
-        fut: asyncio.Future[Submission] = asyncio.get_running_loop().create_future()
-        self._submitting[key] = fut
-        try:
-            sub = await self._submit(agent_id, owner, req)
-        except BaseException as exc:
-            if isinstance(exc, asyncio.CancelledError):
-                fut.cancel()
-            else:
-                fut.set_exception(exc)
-                fut.exception()  # mark retrieved: waiters re-raise it themselves
-            raise
-        else:
-            fut.set_result(sub)
-            return sub
-        finally:
-            del self._submitting[key]
-
-    async def _submit(self, agent_id: str, owner: str, req: m.SendMessageRequest) -> Submission:
         agent = self.agents[agent_id]
-        msg = req.message
-        prior = await self.store.find_message(agent_id, owner, msg.message_id)
-        if prior is not None:
-            rec = await self._visible(agent_id, owner, prior)
-            run = self.runs.get(prior)
-            if run is not None:
-                rec = run.record
-            return Submission(rec, run, Entry(rec.seq, copy(rec.task)), duplicate=True)
+        key = MessageKey(agent_id, owner, msg.message_id, fingerprint(msg))
         if msg.task_id:
-            return await self._continue(agent, owner, req)
-        return await self._create(agent, owner, req)
+            rec = await self._visible(agent_id, owner, msg.task_id)
+            if await self.store.find_message(key) == rec.task.id:
+                return self._duplicate(rec)
+            return await self._continue(agent, owner, req, rec, key)
+        prior = await self.store.find_message(key)
+        if prior is not None:
+            with contextlib.suppress(TaskNotFoundError):
+                return self._duplicate(await self._visible(agent_id, owner, prior))
+        return await self._create(agent, owner, req, key)
 
-    async def _create(self, agent: Agent, owner: str, req: m.SendMessageRequest) -> Submission:
+    def _duplicate(self, rec: TaskRecord) -> Submission:
+        run = self.runs.get(rec.task.id)
+        if run is not None:
+            rec = run.record
+        return Submission(rec, run, Entry(rec.seq, rec.task), duplicate=True)
+
+    async def _create(self, agent: Agent, owner: str, req: m.SendMessageRequest, key: MessageKey) -> Submission:
         msg = req.message
         task_id = new_id()
         msg.task_id = task_id
         given_context = msg.context_id is not None
         msg.context_id = msg.context_id or new_id()
-        task = m.Task(
-            id=task_id,
-            context_id=msg.context_id,
-            status=m.TaskStatus(state=m.TaskState.SUBMITTED, timestamp=now_iso()),
-            history=[msg],
-            metadata=req.metadata,
-        )
+        task = m.Task(id=task_id, context_id=msg.context_id,
+                      status=m.TaskStatus(state=m.TaskState.SUBMITTED, timestamp=now_iso()),
+                      history=[msg], metadata=req.metadata)
         now = time.time()
         parent = msg.reference_task_ids[0] if msg.reference_task_ids else None  # who delegated this task, if anyone
         rec = TaskRecord(task=task, agent_id=agent.id, owner=owner, seq=1, created_at=now, updated_at=now,
                          parent_task_id=parent)
-        first = Entry(1, copy(task))
+        first = Entry(1, task)
         earlier = await self._context_history(agent.id, owner, msg.context_id) if given_context else []
-        await self.store.create(rec, first, msg.message_id)
-        run = Run(rec)
+        try:
+            await self.store.create(rec, first, key, lease=self._new_lease())
+        except DuplicateMessage as dup:  # the same message, sent twice at once: one task
+            return self._duplicate(await self._visible(agent.id, owner, dup.task_id))
+        run = Run(rec, Turn(task_id, msg.context_id), committed_seq=1)
         self._start(run, agent, msg, first_turn=True, metadata=req.metadata, context_history=earlier)
         return Submission(rec, run, first)
 
@@ -268,10 +363,9 @@ class TaskEngine:
                                           parts=[m.Part(text=text)], task_id=t.id, context_id=t.context_id))
         return messages
 
-    async def _continue(self, agent: Agent, owner: str, req: m.SendMessageRequest) -> Submission:
+    async def _continue(self, agent: Agent, owner: str, req: m.SendMessageRequest, rec: TaskRecord,
+                        key: MessageKey) -> Submission:
         msg = req.message
-        assert msg.task_id is not None
-        rec = await self._visible(agent.id, owner, msg.task_id)
         state = rec.task.status.state
         if msg.context_id and msg.context_id != rec.task.context_id:
             raise InvalidParamsError(
@@ -280,23 +374,29 @@ class TaskEngine:
             )
         if is_terminal(state):
             raise UnsupportedOperationError(
-                f"Task {rec.task.id} is {_state_name(state)}; a finished task accepts no more messages"
+                f"Task {rec.task.id} is {state_name(state)}; a finished task accepts no more messages"
             )
-        if not is_settled(state):
+        if not is_settled(state) or rec.task.id in self.runs:
             raise UnsupportedOperationError(
-                f"Task {rec.task.id} is still {_state_name(state)}; send a message when it asks for input"
+                f"Task {rec.task.id} is still {state_name(state)}; send a message when it asks for input"
             )
-        if rec.task.id in self.runs:  # another message continued it while we were reading
-            raise UnsupportedOperationError(f"Task {rec.task.id} is already working on another message")
         msg.context_id = rec.task.context_id
-        run = Run(rec)
-        self.runs[rec.task.id] = run
-        await self.store.remember_message(agent.id, owner, msg.message_id, rec.task.id)
-        await self._append(run, [msg, self._status(rec.task, m.TaskState.WORKING)])
-        run.settled.clear()
-        first = Entry(rec.seq, copy(rec.task))
-        checkpoint = await self.store.get_checkpoint(rec.task.id)
-        self._start(run, agent, msg, first_turn=False, metadata=req.metadata, checkpoint=checkpoint)
+        run = Run(rec, Turn(rec.task.id, rec.task.context_id), committed_seq=rec.seq)
+        self.runs[rec.task.id] = run  # reserved: a second message now finds the task busy
+        run.effects.message = key
+        run.effects.lease = self._new_lease()
+        try:
+            await self._append(run, [msg, run.turn.status(m.TaskState.WORKING)], now=True)
+        except DuplicateMessage as dup:
+            del self.runs[rec.task.id]
+            return self._duplicate(await self._visible(agent.id, owner, dup.task_id))
+        except SequenceConflict:  # another process continued (or canceled) it first
+            del self.runs[rec.task.id]
+            raise UnsupportedOperationError(f"Task {rec.task.id} is already working on another message") from None
+        first = Entry(rec.seq, rec.task)
+        agent_state, _ = unwrap_checkpoint(await self.store.get_checkpoint(rec.task.id))
+        run.has_checkpoint = agent_state is not None
+        self._start(run, agent, msg, first_turn=False, metadata=req.metadata, checkpoint=agent_state)
         return Submission(rec, run, first)
 
     def _start(self, run: Run, agent: Agent, msg: m.Message, *, first_turn: bool, metadata: dict | None,
@@ -317,142 +417,123 @@ class TaskEngine:
         self.runs[task.id] = run
         run.aio = asyncio.create_task(self._drive(run, agent, ctx, first_turn), name=f"parley-task-{task.id}")
 
-    # --- running -------------------------------------------------------------
+    # --- running ---------------------------------------------------------------------------------
 
     async def _drive(self, run: Run, agent: Agent, ctx: RunContext, first_turn: bool) -> None:
-        task = run.task
+        task_id = run.task.id
         try:
-            async with run.lock:
-                if first_turn:
-                    await self._append(run, [self._status(task, m.TaskState.WORKING)])
+            if first_turn:
+                async with run.lock:
+                    await self._append(run, [run.turn.status(m.TaskState.WORKING)])
             gen = agent.run(ctx)
+            run.paced_at = time.monotonic()
             try:
                 async for out in gen:
-                    if isinstance(out, InternalEvent) and out.kind == CHECKPOINT:
-                        await self.store.put_checkpoint(task.id, out.data.get("state") or {})
-                        run.checkpointed = True
-                    elif isinstance(out, InternalEvent) and out.kind == DELEGATION and out.data.get("taskId"):
-                        d = out.data
-                        await self.store.add_link(task.id, str(d.get("url") or ""), str(d["taskId"]), d.get("agent"))
-                    async with run.lock:
-                        events = self._convert(run, out)
-                        if events:
-                            await self._append(run, events)
+                    await self._take(run, out)
                     if run.settled.is_set():
                         break
+                    await self._pace(run)
             finally:
                 try:
                     await gen.aclose()
                 except Exception:  # cleanup after the task settled must not touch its log
                     if not run.settled.is_set():
                         raise
-                    log.exception("agent %s failed while cleaning up task %s", agent.id, task.id)
+                    log.exception("agent %s failed while cleaning up task %s", agent.id, task_id)
             async with run.lock:
                 if not run.settled.is_set():
-                    await self._append(run, [*self._flush_text(run), self._status(task, m.TaskState.COMPLETED)])
+                    await self._append(run, run.turn.finish())
         except asyncio.CancelledError:
             current = asyncio.current_task()
             if current is not None and current.cancelling() == 0:
                 # The agent let a CancelledError of its own escape: that is a failure, not a cancel.
-                log.warning("agent %s raised CancelledError on task %s without being canceled", agent.id, task.id)
+                log.warning("agent %s raised CancelledError on task %s without being canceled", agent.id, task_id)
                 await self._fail(run, f"Agent {agent.id} failed: CancelledError")
-            elif run.cancel_requested is not None:
+            elif run.cancel_requested is not None and not run.lease_lost:
                 # Record `canceled` before followers learn the run is done, so every stream sees it.
                 async with run.lock:
                     if not is_terminal(run.task.status.state):
-                        run.pending_text = None
-                        await self._append(
-                            run, [self._status(task, m.TaskState.CANCELED, metadata=run.cancel_requested or None)]
-                        )
+                        await self._append(run, run.turn.cancel(run.cancel_requested))
             else:
                 raise
+        except SequenceConflict as exc:  # another process took the task over: this run must not write again
+            run.lease_lost = True
+            log.warning("task %s was taken over by another process; its run here stops (%s)", task_id, exc)
         except InvalidTransition as exc:
-            log.warning("agent %s produced an invalid transition on task %s: %s", agent.id, task.id, exc)
+            log.warning("agent %s produced an invalid transition on task %s: %s", agent.id, task_id, exc)
             await self._fail(run, f"Invalid agent response: {exc}")
         except Exception as exc:  # the agent's own failure becomes the task's
-            log.exception("agent %s failed on task %s", agent.id, task.id)
+            log.exception("agent %s failed on task %s", agent.id, task_id)
             await self._fail(run, f"Agent {agent.id} failed: {type(exc).__name__}: {exc}")
         finally:
+            try:
+                await self._flush(run)
+            except SequenceConflict:
+                run.lease_lost = True
+            finally:
+                run.done = True
+                if self.runs.get(task_id) is run:
+                    del self.runs[task_id]
+
+    async def _take(self, run: Run, out: AgentOutput) -> None:
+        """One output of the agent: buffer text, keep checkpoints and links, append everything else."""
+        if isinstance(out, str):
+            run.turn.output(out)
+            self._flush_soon(run)
+            return
+        if isinstance(out, InternalEvent):
+            for observer in self.observers:
+                observer(run.task.id, out)
+            if out.kind == CHECKPOINT:
+                await self._checkpoint(run, out.data.get("state") or {})
+            elif out.kind == DELEGATION and out.data.get("taskId"):
+                d = out.data
+                run.effects.links.append(TaskLink(run.task.id, str(d.get("url") or ""), str(d["taskId"]),
+                                                  d.get("agent"), time.time()))
+                self._flush_soon(run)
+            return
+        async with run.lock:
+            events = run.turn.output(out)
+            if events:
+                await self._append(run, events)
+
+    async def _checkpoint(self, run: Run, state: dict[str, Any]) -> None:
+        """Commit the agent's checkpoint with every entry before it, and the text it holds back, at once."""
+        async with run.lock:
+            text = run.turn.take_text()
+            if text:
+                self._fold(run, text)
+            run.effects.checkpoint = {CHECKPOINT_MARK: 2, "agent": state, "seq": run.record.seq,
+                                      "text": run.turn.text_state().to_json()}
+            run.has_checkpoint = True
             await self._flush(run)
-            if is_terminal(run.task.status.state) and (run.checkpointed or ctx.checkpoint is not None):
-                await self.store.delete_checkpoint(task.id)
-            run.done = True
-            run.notify()
-            if self.runs.get(task.id) is run:
-                del self.runs[task.id]
+
+    async def _pace(self, run: Run) -> None:
+        """Give the event loop to others now and then, however busy the agent is."""
+        now = time.monotonic()
+        if now - run.paced_at >= PACE_SECONDS:
+            await asyncio.sleep(0)
+            run.paced_at = time.monotonic()
 
     async def _fail(self, run: Run, reason: str) -> None:
         async with run.lock:
             if not is_terminal(run.task.status.state):
-                events = [*self._flush_text(run), self._status(run.task, m.TaskState.FAILED, reason)]
-                await self._append(run, events)
+                await self._append(run, run.turn.fail(reason))
 
-    def _convert(self, run: Run, out: AgentOutput) -> list:
-        """Agent output -> log events; text chunks are held back one step to mark the last."""
-        task = run.task
-        if isinstance(out, str):
-            events = []
-            if run.pending_text is not None:
-                events.append(self._text_chunk(run, run.pending_text, last=False))
-            run.pending_text = out
-            return events
-        if isinstance(out, InternalEvent):
-            for observer in self.observers:
-                observer(task.id, out)
-            return []
-        events = self._flush_text(run)
-        if isinstance(out, Status):
-            events.append(self._status(task, out.state, out.text, out.parts, out.metadata))
-        elif isinstance(out, ArtifactChunk):
-            events.append(
-                m.TaskArtifactUpdateEvent(
-                    task_id=task.id,
-                    context_id=task.context_id,
-                    artifact=out.artifact,
-                    append=out.append,
-                    last_chunk=out.last_chunk,
-                )
-            )
-        elif isinstance(out, m.Artifact):
-            events.append(
-                m.TaskArtifactUpdateEvent(task_id=task.id, context_id=task.context_id, artifact=out, last_chunk=True)
-            )
-        elif isinstance(out, m.Message):
-            events.append(self._status(task, m.TaskState.WORKING, parts=out.parts))
-        else:
-            raise InvalidTransition(f"an agent cannot yield {type(out).__name__}")
-        return events
-
-    def _text_chunk(self, run: Run, text: str, *, last: bool) -> m.TaskArtifactUpdateEvent:
-        if run.text_artifact is None:
-            run.text_artifact = new_id()
-            run.text_started = False
-        ev = m.TaskArtifactUpdateEvent(
-            task_id=run.task.id,
-            context_id=run.task.context_id,
-            artifact=m.Artifact(artifact_id=run.text_artifact, name="response", parts=[m.Part(text=text)]),
-            append=run.text_started,
-            last_chunk=last,
-        )
-        run.text_started = True
-        if last:
-            run.text_artifact = None
-        return ev
-
-    def _flush_text(self, run: Run) -> list:
-        if run.pending_text is None:
-            return []
-        text, run.pending_text = run.pending_text, None
-        return [self._text_chunk(run, text, last=True)]
-
-    # --- reading -------------------------------------------------------------
+    # --- reading ---------------------------------------------------------------------------------
 
     async def _visible(self, agent_id: str, owner: str, task_id: str) -> TaskRecord:
         run = self.runs.get(task_id)
-        rec = run.record if run is not None else await self.store.get(task_id)
-        if rec is None or rec.agent_id != agent_id or rec.owner != owner:
+        if run is not None and run.record.agent_id == agent_id and run.record.owner == owner:
+            return run.record
+        rec = await self.store.get(task_id, agent_id=agent_id, owner=owner)
+        if rec is None:
             raise TaskNotFoundError(f"Task {task_id!r} not found")
         return rec
+
+    async def record(self, agent_id: str, owner: str, task_id: str) -> TaskRecord:
+        """The task as its owner may see it (TaskNotFoundError otherwise)."""
+        return await self._visible(agent_id, owner, task_id)
 
     async def get(self, agent_id: str, owner: str, req: m.GetTaskRequest) -> m.Task:
         """A task snapshot, with at most `historyLength` messages."""
@@ -479,60 +560,86 @@ class TaskEngine:
         """Wait until the submitted task is terminal or interrupted; return its snapshot."""
         if sub.run is not None:
             await sub.run.settled.wait()
-        return sub.record.task
+            return sub.run.record.task
+        task = sub.first.event
+        assert isinstance(task, m.Task)
+        if is_settled(task.status.state):
+            return task
+        async for _ in self.follow(task.id, sub.first.seq, state=task.status.state, until=is_settled):
+            pass
+        rec = await self.store.get(task.id)
+        assert rec is not None
+        return rec.task
 
-    async def follow(self, task_id: str, after: int) -> AsyncIterator[Entry | None]:
-        """Entries after `after`: stored ones, then live ones until the task settles.
+    async def follow(self, task_id: str, after: int, *, state: m.TaskState | None = None,
+                     state_seq: int | None = None, until: StopWhen = is_settled) -> AsyncIterator[Entry]:
+        """Entries after `after` (stored, then live from the bus) until the task reaches a state `until` takes.
 
-        Yields None as a keep-alive tick when nothing happened for `keepalive` seconds.
+        `state` is the task's state as of entry `state_seq` (default `after`); without it, the
+        task's current state is read first.
         """
-        run = self.runs.get(task_id)
-        for entry in await self.store.events_after(task_id, after):
-            after = entry.seq
-            if entry.streamed:
+        if state is None:
+            run = self.runs.get(task_id)
+            rec = run.record if run is not None else await self.store.get(task_id)
+            if rec is None:
+                return
+            state, state_seq = rec.task.status.state, rec.seq
+        entries = follow_log(self.store, self.bus, task_id, after, state=state,
+                             state_seq=after if state_seq is None else state_seq, until=until)
+        async with contextlib.aclosing(entries):  # closing this stream ends the bus subscription at once
+            async for entry in entries:
                 yield entry
-        run = run or self.runs.get(task_id)
-        if run is None:
-            return
-        while True:
-            changed = run.changed
-            fresh = [e for e in run.entries if e.seq > after] if run.entries and run.entries[-1].seq > after else []
-            for entry in fresh:
-                after = entry.seq
-                if entry.streamed:
-                    yield entry
-            if run.done or (run.settled.is_set() and not fresh and is_settled(run.task.status.state)):
-                if not [e for e in run.entries if e.seq > after]:
-                    return
-                continue
-            try:
-                await asyncio.wait_for(changed.wait(), self.keepalive)
-            except TimeoutError:
-                yield None
 
     async def subscribe(
         self, agent_id: str, owner: str, task_id: str, last_event_id: int | None
-    ) -> tuple[Entry | None, int]:
-        """Where a resubscription starts: (snapshot to send first or None, seq to follow after)."""
+    ) -> tuple[Entry | None, TaskRecord]:
+        """Where a resubscription starts: (the snapshot to send first, or None when replaying after
+        `last_event_id`) and the record it was read from."""
         rec = await self._visible(agent_id, owner, task_id)
         if last_event_id is not None:
-            return None, last_event_id
-        return Entry(rec.seq, copy(rec.task)), rec.seq
+            return None, rec
+        return Entry(rec.seq, rec.task), rec
 
-    # --- cancel and recovery ----------------------------------------------------
+    # --- cancel ----------------------------------------------------------------------------------
 
     async def cancel(self, agent_id: str, owner: str, req: m.CancelTaskRequest) -> m.Task:
-        """Stop a task's agent and record `canceled`; finished tasks are not cancelable."""
-        rec = await self._visible(agent_id, owner, req.id)
-        run = self.runs.get(req.id)
-        if run is None:
-            run = Run(rec)
-        if is_terminal(run.task.status.state):
-            raise TaskNotCancelableError(
-                f"Task {req.id} is already {_state_name(run.task.status.state)} and cannot be canceled"
-            )
+        """Stop a task's agent, here or in the process that runs it, and record `canceled`.
+
+        A task nobody runs (it waits for input, or its process died) is canceled here,
+        with a compare-and-set so that a concurrent continue or cancel is never undone;
+        finished tasks are not cancelable.
+        """
+        metadata = dict(req.metadata or {})
+        while True:
+            rec = await self._visible(agent_id, owner, req.id)
+            state = rec.task.status.state
+            if is_terminal(state):
+                raise TaskNotCancelableError(f"Task {req.id} is already {state_name(state)} and cannot be canceled")
+            run = self.runs.get(req.id)
+            if run is not None:
+                return await self._cancel_run(run, metadata)
+            lease = await self.store.lease(req.id)
+            if lease is not None and lease.holder != self.holder and lease.expires_at > time.time():
+                task = await self._cancel_elsewhere(rec, metadata, lease)
+                if task is not None:
+                    return task
+                continue  # the other process did not answer before its lease ran out: try again
+            run = Run(rec, Turn(rec.task.id, rec.task.context_id), committed_seq=rec.seq)
+            try:
+                async with run.lock:
+                    await self._append(run, run.turn.cancel(metadata))
+            except SequenceConflict:
+                continue  # it changed meanwhile (continued, canceled elsewhere): look again
+            # No agent code ran (the task waited for input): cancel what it delegated to.
+            if self.cancel_child is not None:
+                links = await self.store.links(req.id)
+                await asyncio.gather(*(self.cancel_child(link) for link in links), return_exceptions=True)
+            return run.task
+
+    async def _cancel_run(self, run: Run, metadata: dict[str, Any]) -> m.Task:
+        """Cancel a run of this engine: stop the agent, then record `canceled`."""
         if run.aio is not None and not run.aio.done():
-            run.cancel_requested = dict(req.metadata or {})
+            run.cancel_requested = metadata
             run.aio.cancel()
             await asyncio.wait([run.aio])
             if run.task.status.state is m.TaskState.CANCELED:
@@ -540,55 +647,155 @@ class TaskEngine:
         async with run.lock:
             if is_terminal(run.task.status.state):
                 raise TaskNotCancelableError(
-                    f"Task {req.id} is already {_state_name(run.task.status.state)} and cannot be canceled"
+                    f"Task {run.task.id} is already {state_name(run.task.status.state)} and cannot be canceled"
                 )
-            run.pending_text = None
-            await self._append(run, [self._status(run.task, m.TaskState.CANCELED, metadata=req.metadata)])
-        # No agent code ran (the task waited for input): cancel what it delegated to ourselves.
-        if self.child_canceler is not None:
-            links = await self.store.links(req.id)
-            await asyncio.gather(*(self.child_canceler(link) for link in links), return_exceptions=True)
+            await self._append(run, run.turn.cancel(metadata))
         return run.task
 
-    async def recover(self) -> list[str]:
-        """Deal with tasks a previous process left running; return the ids of those marked failed.
+    async def _cancel_elsewhere(self, rec: TaskRecord, metadata: dict[str, Any], lease: Lease) -> m.Task | None:
+        """Ask the process holding the lease to cancel the task, and wait until the task ends.
 
-        A task whose agent left a checkpoint is resumed from it; the others are
-        marked failed with a message saying so.
+        None if it did not end before the lease expired (that process may be gone).
         """
-        failed = []
-        resumed = 0
-        for rec in await self.store.unfinished():
+        task_id = rec.task.id
+        await self.bus.request_cancel(task_id, metadata)
+        wait = max(lease.expires_at - time.time(), 0.0) + 1.0
+        try:
+            async with asyncio.timeout(wait):
+                async for _ in self.follow(task_id, rec.seq, state=rec.task.status.state, until=is_terminal):
+                    pass
+        except TimeoutError:
+            return None
+        done = await self.store.get(task_id)
+        assert done is not None
+        if done.task.status.state is not m.TaskState.CANCELED:
+            raise TaskNotCancelableError(
+                f"Task {task_id} is already {state_name(done.task.status.state)} and cannot be canceled"
+            )
+        return done.task
+
+    def _on_cancel_request(self, task_id: str, metadata: dict[str, Any]) -> None:
+        """A cancel request from the bus: cancel the run if it is ours."""
+        run = self.runs.get(task_id)
+        if run is None:
+            return
+        job = asyncio.ensure_future(self._cancel_run(run, dict(metadata)))
+        self._background.add(job)
+        job.add_done_callback(self._background_done)
+
+    def _background_done(self, job: asyncio.Task) -> None:
+        self._background.discard(job)
+        if not job.cancelled() and job.exception() is not None:
+            exc = job.exception()
+            if not isinstance(exc, TaskNotCancelableError):
+                log.error("a background job failed", exc_info=exc)
+
+    # --- leases and recovery ---------------------------------------------------------------------
+
+    async def recover(self) -> list[str]:
+        """Take over tasks whose run died with its process; return the ids of those marked failed.
+
+        A task whose agent left a checkpoint is resumed from it; the others are failed
+        with a message saying so. Only tasks whose lease expired are taken (or, on a
+        store no other process writes, every lease not this engine's).
+        """
+        now = time.time()
+        claimed = await self.store.claim_orphans(self.holder, now, now + self.lease_seconds,
+                                                 any_other_holder=self.store.exclusive)
+        failed, resumed = [], 0
+        for rec in claimed:
             if rec.task.id in self.runs:
                 continue
-            agent = self.agents.get(rec.agent_id)
-            checkpoint = await self.store.get_checkpoint(rec.task.id)
-            last_user = next((msg for msg in reversed(rec.task.history or []) if msg.role is m.Role.USER), None)
-            if agent is not None and checkpoint is not None and last_user is not None:
-                run = Run(rec)
-                self.runs[rec.task.id] = run
-                await self._append(run, [self._status(rec.task, m.TaskState.WORKING, RESUME_MESSAGE)])
-                self._start(run, agent, last_user, first_turn=False, metadata=rec.task.metadata, checkpoint=checkpoint)
-                resumed += 1
-                continue
-            await self._append(Run(rec), [self._status(rec.task, m.TaskState.FAILED, RESTART_MESSAGE)])
-            failed.append(rec.task.id)
+            try:
+                if await self._resume(rec):
+                    resumed += 1
+                    continue
+                run = Run(rec, Turn(rec.task.id, rec.task.context_id), committed_seq=rec.seq)
+                async with run.lock:
+                    await self._append(run, run.turn.fail(RESTART_MESSAGE))
+                failed.append(rec.task.id)
+            except SequenceConflict:
+                log.info("task %s changed while it was being recovered; left to whoever changed it", rec.task.id)
         if failed:
-            log.warning("marked %d task(s) left running by a previous process as failed", len(failed))
+            log.warning("marked %d task(s) left running by a stopped process as failed", len(failed))
         if resumed:
-            log.warning("resumed %d task(s) from their checkpoints after a restart", resumed)
+            log.warning("resumed %d task(s) from their checkpoints", resumed)
         return failed
 
-    async def shutdown(self) -> None:
-        """Cancel every running agent and write what is still unwritten (used when the server stops)."""
-        tasks = [run.aio for run in self.runs.values() if run.aio is not None]
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        await asyncio.gather(*list(self._flushes), return_exceptions=True)
+    async def _resume(self, rec: TaskRecord) -> bool:
+        """Restart the agent of a claimed task from its checkpoint; False if it cannot be resumed."""
+        agent = self.agents.get(rec.agent_id)
+        agent_state, saved = unwrap_checkpoint(await self.store.get_checkpoint(rec.task.id))
+        last_user = next((msg for msg in reversed(rec.task.history or []) if msg.role is m.Role.USER), None)
+        if agent is None or agent_state is None or last_user is None:
+            return False
+        text = TextState.from_json(saved.get("text")) if saved else TextState()
+        run = Run(rec, Turn(rec.task.id, rec.task.context_id, text), committed_seq=rec.seq, has_checkpoint=True)
+        events: list = []
+        if saved is not None and isinstance(saved.get("seq"), int) and rec.seq > saved["seq"]:
+            events.extend(await self._undo_text_after(run, saved["seq"]))
+        events.append(run.turn.status(m.TaskState.WORKING, RESUME_MESSAGE))
+        self.runs[rec.task.id] = run
+        try:
+            async with run.lock:
+                await self._append(run, events, now=True)
+        except BaseException:
+            del self.runs[rec.task.id]
+            raise
+        self._start(run, agent, last_user, first_turn=False, metadata=rec.task.metadata, checkpoint=agent_state)
+        return True
+
+    async def _undo_text_after(self, run: Run, checkpoint_seq: int) -> list:
+        """If text was written to the text artifact after the checkpoint, an event restoring it to what it was
+        then: the resumed agent produces that text again."""
+        artifact_id = run.turn.artifact_id
+        if artifact_id is None:
+            return []
+        log_entries = await self.store.events_after(run.task.id, 0)
+        later = [e for e in log_entries if e.seq > checkpoint_seq and isinstance(e.event, m.TaskArtifactUpdateEvent)
+                 and e.event.artifact.artifact_id == artifact_id]
+        if not later:
+            return []
+        snapshot: m.Task | None = None
+        for entry in log_entries:
+            if entry.seq > checkpoint_seq:
+                break
+            snapshot = apply(snapshot, entry)
+        parts = next((list(a.parts) for a in (snapshot.artifacts or []) if a.artifact_id == artifact_id), []) \
+            if snapshot is not None else []
+        return [run.turn.reset_text(parts)]
+
+    async def _keep_leases(self) -> None:
+        """Renew the leases of the runs here; stop runs whose lease another process took; adopt orphans."""
+        while True:
+            await asyncio.sleep(self.lease_seconds / 3)
+            try:
+                ids = list(self.runs)
+                if ids:
+                    held = await self.store.renew_leases(self.holder, ids, time.time() + self.lease_seconds)
+                    for task_id in ids:
+                        run = self.runs.get(task_id)
+                        if task_id not in held and run is not None and run.aio is not None and not run.done:
+                            run.lease_lost = True
+                            log.warning("lost the lease of task %s to another process; stopping its run here", task_id)
+                            run.aio.cancel()
+                if not self.store.exclusive:
+                    await self.recover()
+            except Exception:
+                log.exception("renewing task leases failed")
 
 
-def _state_name(state: m.TaskState) -> str:
+def unwrap_checkpoint(stored: dict[str, Any] | None) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(the agent's own checkpoint state, the engine's record around it) of a stored checkpoint."""
+    if stored is None:
+        return None, None
+    if stored.get(CHECKPOINT_MARK) == 2 and isinstance(stored.get("agent"), dict):
+        return stored["agent"], stored
+    return stored, None  # written before the engine kept its own state beside the agent's
+
+
+def state_name(state: m.TaskState) -> str:
+    """`TASK_STATE_INPUT_REQUIRED` -> `input-required`."""
     return state.value.removeprefix("TASK_STATE_").lower().replace("_", "-")
 
 

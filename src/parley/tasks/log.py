@@ -7,9 +7,12 @@ entries.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
+
+import msgspec
 
 from parley.protocol import models as m
 from parley.protocol.codec import copy
@@ -67,6 +70,20 @@ def apply(task: m.Task | None, event: Entry | m.Task | m.Message | m.TaskStatusU
     else:
         _apply_artifact(task, ev)
     return task
+
+
+def fold(task: m.Task, events: Iterable[m.Task | m.Message | m.TaskStatusUpdateEvent | m.TaskArtifactUpdateEvent]
+         ) -> m.Task:
+    """A new snapshot: `task` with `events` applied; `task` itself is left as it was.
+
+    `apply` only ever assigns the snapshot's own fields (never mutates a list or a
+    nested object in place), so a shallow copy is enough for a committed snapshot to
+    stay as it was committed while the engine goes on.
+    """
+    out = msgspec.structs.replace(task)
+    for ev in events:
+        out = apply(out, ev)
+    return out
 
 
 def _apply_artifact(task: m.Task, ev: m.TaskArtifactUpdateEvent) -> None:

@@ -1,56 +1,146 @@
-"""An in-memory task store: fast, and gone when the process exits."""
+"""An in-memory task store: fast, and gone when the process exits.
+
+It keeps references to the snapshots and entries it is given: the engine never
+mutates a snapshot once committed (it folds into a fresh copy, see
+:func:`parley.tasks.log.fold`), so readers always see committed state.
+"""
 
 from __future__ import annotations
 
-import time
+import dataclasses
 from typing import Any
 
 from parley.protocol import models as m
 from parley.tasks.log import Entry
-from parley.tasks.store import TaskLink, TaskPage, TaskQuery, TaskRecord, TaskStore, page_of
+from parley.tasks.store import (
+    Change,
+    Commit,
+    DuplicateMessage,
+    Lease,
+    MessageKey,
+    SequenceConflict,
+    TaskLink,
+    TaskPage,
+    TaskQuery,
+    TaskRecord,
+    TaskStore,
+    check_commit,
+    page_of,
+    visible,
+)
+
+_UNFINISHED = (m.TaskState.SUBMITTED, m.TaskState.WORKING)
 
 
 class MemoryTaskStore(TaskStore):
-    """Keeps everything in dictionaries; for tests and throwaway servers."""
+    """Keeps everything in dictionaries; for tests and throwaway servers (`--memory`)."""
+
+    exclusive = True
 
     def __init__(self) -> None:
         self._tasks: dict[str, TaskRecord] = {}
         self._logs: dict[str, list[Entry]] = {}
-        self._messages: dict[tuple[str, str, str], str] = {}
+        self._messages: dict[MessageKey, str] = {}
         self._push: dict[str, dict[str, m.TaskPushNotificationConfig]] = {}
         self._checkpoints: dict[str, dict[str, Any]] = {}
         self._links: dict[str, list[TaskLink]] = {}
+        self._leases: dict[str, Lease] = {}
+        self._changes: list[Change] = []
 
-    async def create(self, record: TaskRecord, first: Entry, message_id: str) -> None:
-        self._tasks[record.task.id] = record
-        self._logs[record.task.id] = [first]
-        self._messages[(record.agent_id, record.owner, message_id)] = record.task.id
+    async def commit(self, commit: Commit) -> int:
+        check_commit(commit)
+        c = commit
+        current = self._tasks.get(c.task_id)
+        if c.record is not None:
+            if current is not None:
+                raise SequenceConflict(c.task_id, 0, current.seq)
+        elif current is None or current.seq != c.expected_seq:
+            raise SequenceConflict(c.task_id, c.expected_seq, None if current is None else current.seq)
+        if c.message is not None and c.message in self._messages:
+            raise DuplicateMessage(self._messages[c.message])
+        # Nothing can fail from here on: apply every part of the commit.
+        if c.record is not None:
+            rec = dataclasses.replace(c.record, task=c.snapshot, seq=c.last_seq, updated_at=c.updated_at)
+            self._tasks[c.task_id] = rec
+            self._logs[c.task_id] = list(c.entries)
+        else:
+            assert current is not None
+            rec = dataclasses.replace(current, task=c.snapshot, seq=c.last_seq, updated_at=c.updated_at)
+            self._tasks[c.task_id] = rec
+            self._logs[c.task_id].extend(c.entries)
+        if c.message is not None:
+            self._messages[c.message] = c.task_id
+        if c.checkpoint is not None:
+            self._checkpoints[c.task_id] = c.checkpoint
+        elif c.drop_checkpoint:
+            self._checkpoints.pop(c.task_id, None)
+        for link in c.links:
+            links = self._links.setdefault(link.parent_task_id, [])
+            if not any(k.child_url == link.child_url and k.child_task_id == link.child_task_id for k in links):
+                links.append(link)
+        if c.lease is not None:
+            self._leases[c.task_id] = c.lease
+        elif c.release_lease:
+            self._leases.pop(c.task_id, None)
+        change = Change(len(self._changes) + 1, c.task_id, rec.agent_id, rec.owner, rec.seq,
+                        c.snapshot.status.state, c.updated_at)
+        self._changes.append(change)
+        return change.position
 
-    async def append(self, task_id: str, entries: list[Entry], snapshot: m.Task, updated_at: float) -> None:
-        rec = self._tasks[task_id]
-        self._logs[task_id].extend(entries)
-        rec.task = snapshot
-        rec.seq = entries[-1].seq
-        rec.updated_at = updated_at
-
-    async def get(self, task_id: str) -> TaskRecord | None:
-        return self._tasks.get(task_id)
+    async def get(self, task_id: str, *, agent_id: str | None = None, owner: str | None = None) -> TaskRecord | None:
+        rec = visible(self._tasks.get(task_id), agent_id, owner)
+        return dataclasses.replace(rec) if rec is not None else None
 
     async def events_after(self, task_id: str, seq: int) -> list[Entry]:
-        return [e for e in self._logs.get(task_id, []) if e.seq > seq]
+        log = self._logs.get(task_id, [])
+        return log[seq:] if seq >= 0 else list(log)  # the log is 1..n without gaps: entry i sits at index i-1
 
     async def list(self, query: TaskQuery) -> TaskPage:
-        return page_of(list(self._tasks.values()), query)
+        page = page_of(list(self._tasks.values()), query)
+        page.records = [dataclasses.replace(r) for r in page.records]
+        return page
 
-    async def remember_message(self, agent_id: str, owner: str, message_id: str, task_id: str) -> None:
-        self._messages[(agent_id, owner, message_id)] = task_id
+    async def find_message(self, key: MessageKey) -> str | None:
+        return self._messages.get(key)
 
-    async def find_message(self, agent_id: str, owner: str, message_id: str) -> str | None:
-        return self._messages.get((agent_id, owner, message_id))
+    async def get_checkpoint(self, task_id: str) -> dict[str, Any] | None:
+        return self._checkpoints.get(task_id)
 
-    async def unfinished(self) -> list[TaskRecord]:
-        active = (m.TaskState.SUBMITTED, m.TaskState.WORKING)
-        return [r for r in self._tasks.values() if r.task.status.state in active]
+    async def links(self, task_id: str) -> list[TaskLink]:
+        return list(self._links.get(task_id, []))
+
+    async def lease(self, task_id: str) -> Lease | None:
+        return self._leases.get(task_id)
+
+    async def renew_leases(self, holder: str, task_ids: list[str], expires_at: float) -> set[str]:
+        held = set()
+        for task_id in task_ids:
+            lease = self._leases.get(task_id)
+            if lease is not None and lease.holder == holder:
+                self._leases[task_id] = Lease(holder, expires_at)
+                held.add(task_id)
+        return held
+
+    async def release_leases(self, holder: str, task_ids: list[str]) -> None:
+        for task_id in task_ids:
+            lease = self._leases.get(task_id)
+            if lease is not None and lease.holder == holder:
+                del self._leases[task_id]
+
+    async def claim_orphans(self, holder: str, now: float, expires_at: float, *,
+                            any_other_holder: bool = False) -> list[TaskRecord]:
+        claimed = []
+        for task_id, rec in self._tasks.items():
+            if rec.task.status.state not in _UNFINISHED:
+                continue
+            lease = self._leases.get(task_id)
+            if lease is None or lease.expires_at <= now or (any_other_holder and lease.holder != holder):
+                self._leases[task_id] = Lease(holder, expires_at)
+                claimed.append(dataclasses.replace(rec))
+        return claimed
+
+    async def changes_after(self, position: int, limit: int = 1000) -> list[Change]:
+        return self._changes[max(position, 0): max(position, 0) + limit]
 
     async def put_push_config(self, config: m.TaskPushNotificationConfig) -> None:
         self._push.setdefault(config.task_id, {})[config.id] = config
@@ -64,19 +154,3 @@ class MemoryTaskStore(TaskStore):
     async def delete_push_config(self, task_id: str, config_id: str) -> bool:
         return self._push.get(task_id, {}).pop(config_id, None) is not None
 
-    async def put_checkpoint(self, task_id: str, state: dict[str, Any]) -> None:
-        self._checkpoints[task_id] = state
-
-    async def get_checkpoint(self, task_id: str) -> dict[str, Any] | None:
-        return self._checkpoints.get(task_id)
-
-    async def delete_checkpoint(self, task_id: str) -> None:
-        self._checkpoints.pop(task_id, None)
-
-    async def add_link(self, parent_task_id: str, child_url: str, child_task_id: str, agent: str | None) -> None:
-        links = self._links.setdefault(parent_task_id, [])
-        if not any(k.child_url == child_url and k.child_task_id == child_task_id for k in links):
-            links.append(TaskLink(parent_task_id, child_url, child_task_id, agent, time.time()))
-
-    async def links(self, task_id: str) -> list[TaskLink]:
-        return list(self._links.get(task_id, []))

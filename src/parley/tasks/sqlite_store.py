@@ -1,13 +1,23 @@
 """The SQLite task store, the default of `parley serve` (a file under ./.parley/).
 
-Uses the standard library's sqlite3 in WAL mode with `synchronous=NORMAL`:
-each append is one short transaction, run directly on the event loop because
-a local WAL write costs tens of microseconds, less than a thread hop.
+Uses the standard library's sqlite3 in WAL mode with `synchronous=NORMAL`: each
+commit is one short transaction, run directly on the event loop because a local
+WAL write costs tens of microseconds, less than a thread hop. WAL checkpoints run
+on a thread of their own.
+
+One process at a time: the store takes an exclusive lock on `<db>.lock` when it
+opens, and a second process opening the same file is refused with a message naming
+the file and the process that holds it (the in-process event bus cannot carry
+events between processes; several replicas need a shared store and bus).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
+import os
+import socket
 import sqlite3
 import threading
 import time
@@ -18,8 +28,23 @@ import msgspec
 
 from parley.protocol import models as m
 from parley.tasks.log import Entry
-from parley.tasks.store import TaskLink, TaskPage, TaskQuery, TaskRecord, TaskStore
+from parley.tasks.store import (
+    Change,
+    Commit,
+    DuplicateMessage,
+    Lease,
+    MessageKey,
+    SequenceConflict,
+    StoreError,
+    TaskLink,
+    TaskPage,
+    TaskQuery,
+    TaskRecord,
+    TaskStore,
+    check_commit,
+)
 
+SCHEMA_VERSION = 2
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
     id TEXT PRIMARY KEY,
@@ -32,7 +57,9 @@ CREATE TABLE IF NOT EXISTS tasks (
     seq INTEGER NOT NULL,
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL,
-    parent_task_id TEXT
+    parent_task_id TEXT,
+    lease_holder TEXT,
+    lease_expires REAL
 );
 CREATE INDEX IF NOT EXISTS tasks_by_owner ON tasks (agent_id, owner, updated_at DESC, id DESC);
 CREATE INDEX IF NOT EXISTS tasks_by_state ON tasks (state);
@@ -47,8 +74,9 @@ CREATE TABLE IF NOT EXISTS message_ids (
     agent_id TEXT NOT NULL,
     owner TEXT NOT NULL,
     message_id TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
     task_id TEXT NOT NULL,
-    PRIMARY KEY (agent_id, owner, message_id)
+    PRIMARY KEY (agent_id, owner, message_id, fingerprint)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS checkpoints (
     task_id TEXT PRIMARY KEY,
@@ -68,6 +96,41 @@ CREATE TABLE IF NOT EXISTS push_configs (
     config BLOB NOT NULL,
     PRIMARY KEY (task_id, id)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS changes (
+    pos INTEGER PRIMARY KEY AUTOINCREMENT,
+    task_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    at REAL NOT NULL
+);
+"""
+
+# Schema 1 (Parley 0.1 before leases) -> 2: run leases, content-aware message keys, the change feed.
+MIGRATE_1_TO_2 = """
+ALTER TABLE tasks ADD COLUMN lease_holder TEXT;
+ALTER TABLE tasks ADD COLUMN lease_expires REAL;
+CREATE TABLE message_ids_v2 (
+    agent_id TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    PRIMARY KEY (agent_id, owner, message_id, fingerprint)
+) WITHOUT ROWID;
+INSERT INTO message_ids_v2 SELECT agent_id, owner, message_id, '', task_id FROM message_ids;
+DROP TABLE message_ids;
+ALTER TABLE message_ids_v2 RENAME TO message_ids;
+CREATE TABLE changes (
+    pos INTEGER PRIMARY KEY AUTOINCREMENT,
+    task_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    at REAL NOT NULL
+);
 """
 
 _KINDS: dict[str, type] = {
@@ -76,6 +139,9 @@ _KINDS: dict[str, type] = {
     "status": m.TaskStatusUpdateEvent,
     "artifact": m.TaskArtifactUpdateEvent,
 }
+_RECORD = "agent_id, owner, snapshot, seq, created_at, updated_at, parent_task_id"
+_UNFINISHED = (m.TaskState.SUBMITTED.value, m.TaskState.WORKING.value)
+_BATCH = 500  # ids per statement (SQLite's parameter limit is 999 on old builds)
 log = logging.getLogger("parley.sqlite")
 _enc = msgspec.json.Encoder()
 _task_dec = msgspec.json.Decoder(m.Task)
@@ -84,88 +150,146 @@ _push_dec = msgspec.json.Decoder(m.TaskPushNotificationConfig)
 
 
 class SqliteTaskStore(TaskStore):
-    """Tasks, logs, idempotency keys and push configs in one SQLite file."""
+    """Tasks, logs, idempotency keys, checkpoints, links, leases and push configs in one SQLite file."""
+
+    exclusive = True
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
+        self._lock: ProcessLock | None = None
+        self._checkpointer: WalCheckpointer | None = None
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.executescript(SCHEMA)
-        self._checkpointer: WalCheckpointer | None = None
+            self._lock = ProcessLock.acquire(self.path)
+        try:
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA busy_timeout=5000")
+            self._migrate()
+        except BaseException:
+            if self._lock is not None:
+                self._lock.release()
+            raise
         if self.path != ":memory:":
             # Commits in WAL mode with synchronous=NORMAL do not fsync; checkpoints do. They run on
             # a thread of their own so that the event loop never waits for the disk.
             self._db.execute("PRAGMA wal_autocheckpoint=0")
             self._checkpointer = WalCheckpointer(self.path)
 
+    def _migrate(self) -> None:
+        """Create the schema, or bring an older one up to SCHEMA_VERSION."""
+        db = self._db
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        has_tasks = db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='tasks'").fetchone()
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"the task database {self.path} has schema {version}, written by a newer Parley "
+                             f"(this one knows schema {SCHEMA_VERSION})")
+        if version == SCHEMA_VERSION:
+            return
+        with db:
+            db.execute("BEGIN IMMEDIATE")
+            if has_tasks and version < 2:
+                for statement in MIGRATE_1_TO_2.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                log.warning("migrated the task database %s to schema %d", self.path, SCHEMA_VERSION)
+            for statement in SCHEMA.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+            db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
     def _record(self, row: tuple) -> TaskRecord:
         agent_id, owner, snapshot, seq, created, updated, parent = row
-        return TaskRecord(
-            task=_task_dec.decode(snapshot),
-            agent_id=agent_id,
-            owner=owner,
-            seq=seq,
-            created_at=created,
-            updated_at=updated,
-            parent_task_id=parent,
-        )
+        return TaskRecord(task=_task_dec.decode(snapshot), agent_id=agent_id, owner=owner, seq=seq,
+                          created_at=created, updated_at=updated, parent_task_id=parent)
 
-    async def create(self, record: TaskRecord, first: Entry, message_id: str) -> None:
-        t = record.task
-        with self._db:
-            self._db.execute("BEGIN")
-            self._db.execute(
-                "INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    t.id,
-                    record.agent_id,
-                    record.owner,
-                    t.context_id,
-                    t.status.state.value,
-                    t.status.timestamp,
-                    _enc.encode(t),
-                    record.seq,
-                    record.created_at,
-                    record.updated_at,
-                    record.parent_task_id,
-                ),
-            )
-            self._db.execute(
-                "INSERT INTO events VALUES (?,?,?,?)", (t.id, first.seq, first.kind, _enc.encode(first.event))
-            )
-            self._db.execute(
-                "INSERT OR REPLACE INTO message_ids VALUES (?,?,?,?)",
-                (record.agent_id, record.owner, message_id, t.id),
-            )
+    # --- writing ---------------------------------------------------------------------------------
 
-    async def append(self, task_id: str, entries: list[Entry], snapshot: m.Task, updated_at: float) -> None:
-        with self._db:
-            self._db.execute("BEGIN")
-            self._db.executemany(
-                "INSERT INTO events VALUES (?,?,?,?)",
-                [(task_id, e.seq, e.kind, _enc.encode(e.event)) for e in entries],
+    async def commit(self, commit: Commit) -> int:
+        check_commit(commit)
+        c = commit
+        t = c.snapshot
+        snapshot = _enc.encode(t)  # before anything else: the caller goes on with its own copy
+        rows = [(c.task_id, e.seq, e.kind, _enc.encode(e.event)) for e in c.entries]
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            if c.record is not None:
+                r = c.record
+                lease = (c.lease.holder, c.lease.expires_at) if c.lease is not None else (None, None)
+                try:
+                    db.execute(
+                        "INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                        (t.id, r.agent_id, r.owner, t.context_id, t.status.state.value, t.status.timestamp,
+                         snapshot, c.last_seq, r.created_at, c.updated_at, r.parent_task_id, *lease),
+                    )
+                except sqlite3.IntegrityError:
+                    raise SequenceConflict(c.task_id, 0, self._seq(c.task_id)) from None
+            else:
+                if c.lease is not None:
+                    lease_sql, lease_args = ", lease_holder=?, lease_expires=?", [c.lease.holder, c.lease.expires_at]
+                elif c.release_lease:
+                    lease_sql, lease_args = ", lease_holder=NULL, lease_expires=NULL", []
+                else:
+                    lease_sql, lease_args = "", []
+                cur = db.execute(
+                    f"UPDATE tasks SET state=?, status_ts=?, snapshot=?, seq=?, updated_at=?{lease_sql} "
+                    "WHERE id=? AND seq=?",
+                    [t.status.state.value, t.status.timestamp, snapshot, c.last_seq, c.updated_at, *lease_args,
+                     c.task_id, c.expected_seq],
+                )
+                if cur.rowcount != 1:
+                    raise SequenceConflict(c.task_id, c.expected_seq, self._seq(c.task_id))
+            if c.message is not None:
+                k = c.message
+                cur = db.execute("INSERT INTO message_ids VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING",
+                                 (k.agent_id, k.owner, k.message_id, k.fingerprint, c.task_id))
+                if cur.rowcount != 1:
+                    raise DuplicateMessage(self._message(k) or "?")
+            db.executemany("INSERT INTO events VALUES (?,?,?,?)", rows)
+            if c.checkpoint is not None:
+                db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?,?)", (c.task_id, _enc.encode(c.checkpoint)))
+            elif c.drop_checkpoint:
+                db.execute("DELETE FROM checkpoints WHERE task_id=?", (c.task_id,))
+            if c.links:
+                db.executemany(
+                    "INSERT OR IGNORE INTO task_links VALUES (?,?,?,?,?)",
+                    [(k.parent_task_id, k.child_url, k.child_task_id, k.agent, k.created_at) for k in c.links],
+                )
+            cur = db.execute(
+                "INSERT INTO changes (task_id, agent_id, owner, seq, state, at) "
+                "SELECT id, agent_id, owner, seq, state, updated_at FROM tasks WHERE id=?",
+                (c.task_id,),
             )
-            self._db.execute(
-                "UPDATE tasks SET state=?, status_ts=?, snapshot=?, seq=?, updated_at=? WHERE id=?",
-                (
-                    snapshot.status.state.value,
-                    snapshot.status.timestamp,
-                    _enc.encode(snapshot),
-                    entries[-1].seq,
-                    updated_at,
-                    task_id,
-                ),
-            )
+            position = cur.lastrowid
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        assert position is not None
+        return position
 
-    async def get(self, task_id: str) -> TaskRecord | None:
+    def _seq(self, task_id: str) -> int | None:
+        row = self._db.execute("SELECT seq FROM tasks WHERE id=?", (task_id,)).fetchone()
+        return row[0] if row else None
+
+    def _message(self, key: MessageKey) -> str | None:
         row = self._db.execute(
-            "SELECT agent_id, owner, snapshot, seq, created_at, updated_at, parent_task_id FROM tasks WHERE id=?",
-            (task_id,),
+            "SELECT task_id FROM message_ids WHERE agent_id=? AND owner=? AND message_id=? AND fingerprint=?",
+            (key.agent_id, key.owner, key.message_id, key.fingerprint),
         ).fetchone()
+        return row[0] if row else None
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    async def get(self, task_id: str, *, agent_id: str | None = None, owner: str | None = None) -> TaskRecord | None:
+        sql, args = f"SELECT {_RECORD} FROM tasks WHERE id=?", [task_id]
+        if agent_id is not None:
+            sql, args = sql + " AND agent_id=?", [*args, agent_id]
+        if owner is not None:
+            sql, args = sql + " AND owner=?", [*args, owner]
+        row = self._db.execute(sql, args).fetchone()
         return self._record(row) if row else None
 
     async def events_after(self, task_id: str, seq: int) -> list[Entry]:
@@ -193,8 +317,7 @@ class SqliteTaskStore(TaskStore):
             cond += " AND (updated_at < ? OR (updated_at = ? AND id < ?))"
             page_args += [query.cursor[0], query.cursor[0], query.cursor[1]]
         rows = self._db.execute(
-            "SELECT agent_id, owner, snapshot, seq, created_at, updated_at, parent_task_id FROM tasks "
-            f"WHERE {cond} ORDER BY updated_at DESC, id DESC LIMIT ?",
+            f"SELECT {_RECORD} FROM tasks WHERE {cond} ORDER BY updated_at DESC, id DESC LIMIT ?",
             [*page_args, query.page_size + 1],
         ).fetchall()
         records = [self._record(r) for r in rows[: query.page_size]]
@@ -203,26 +326,76 @@ class SqliteTaskStore(TaskStore):
             nxt = (records[-1].updated_at, records[-1].task.id)
         return TaskPage(records=records, next_cursor=nxt, total=total)
 
-    async def remember_message(self, agent_id: str, owner: str, message_id: str, task_id: str) -> None:
-        with self._db:
-            self._db.execute(
-                "INSERT OR REPLACE INTO message_ids VALUES (?,?,?,?)", (agent_id, owner, message_id, task_id)
-            )
+    async def find_message(self, key: MessageKey) -> str | None:
+        return self._message(key)
 
-    async def find_message(self, agent_id: str, owner: str, message_id: str) -> str | None:
-        row = self._db.execute(
-            "SELECT task_id FROM message_ids WHERE agent_id=? AND owner=? AND message_id=?",
-            (agent_id, owner, message_id),
-        ).fetchone()
-        return row[0] if row else None
+    async def get_checkpoint(self, task_id: str) -> dict[str, Any] | None:
+        row = self._db.execute("SELECT state FROM checkpoints WHERE task_id=?", (task_id,)).fetchone()
+        return msgspec.json.decode(row[0]) if row else None
 
-    async def unfinished(self) -> list[TaskRecord]:
+    async def links(self, task_id: str) -> list[TaskLink]:
         rows = self._db.execute(
-            "SELECT agent_id, owner, snapshot, seq, created_at, updated_at, parent_task_id FROM tasks "
-            "WHERE state IN (?, ?)",
-            (m.TaskState.SUBMITTED.value, m.TaskState.WORKING.value),
+            "SELECT parent_task_id, child_url, child_task_id, agent, created_at FROM task_links "
+            "WHERE parent_task_id=? ORDER BY created_at, child_task_id",
+            (task_id,),
         ).fetchall()
-        return [self._record(r) for r in rows]
+        return [TaskLink(*row) for row in rows]
+
+    async def changes_after(self, position: int, limit: int = 1000) -> list[Change]:
+        rows = self._db.execute(
+            "SELECT pos, task_id, agent_id, owner, seq, state, at FROM changes WHERE pos>? ORDER BY pos LIMIT ?",
+            (position, limit),
+        ).fetchall()
+        return [Change(p, t, a, o, s, m.TaskState(st), at) for p, t, a, o, s, st, at in rows]
+
+    # --- leases ----------------------------------------------------------------------------------
+
+    async def lease(self, task_id: str) -> Lease | None:
+        row = self._db.execute("SELECT lease_holder, lease_expires FROM tasks WHERE id=?", (task_id,)).fetchone()
+        return Lease(row[0], row[1]) if row and row[0] is not None else None
+
+    async def renew_leases(self, holder: str, task_ids: list[str], expires_at: float) -> set[str]:
+        held: set[str] = set()
+        with self._db:
+            self._db.execute("BEGIN")
+            for i in range(0, len(task_ids), _BATCH):
+                batch = task_ids[i: i + _BATCH]
+                marks = ",".join("?" * len(batch))
+                self._db.execute(f"UPDATE tasks SET lease_expires=? WHERE lease_holder=? AND id IN ({marks})",
+                                 [expires_at, holder, *batch])
+                rows = self._db.execute(f"SELECT id FROM tasks WHERE lease_holder=? AND id IN ({marks})",
+                                        [holder, *batch]).fetchall()
+                held.update(r[0] for r in rows)
+        return held
+
+    async def release_leases(self, holder: str, task_ids: list[str]) -> None:
+        with self._db:
+            self._db.execute("BEGIN")
+            for i in range(0, len(task_ids), _BATCH):
+                batch = task_ids[i: i + _BATCH]
+                marks = ",".join("?" * len(batch))
+                self._db.execute(f"UPDATE tasks SET lease_holder=NULL, lease_expires=NULL "
+                                 f"WHERE lease_holder=? AND id IN ({marks})", [holder, *batch])
+
+    async def claim_orphans(self, holder: str, now: float, expires_at: float, *,
+                            any_other_holder: bool = False) -> list[TaskRecord]:
+        cond = "state IN (?, ?) AND (lease_holder IS NULL OR lease_expires <= ?"
+        args: list[Any] = [*_UNFINISHED, now]
+        if any_other_holder:
+            cond += " OR lease_holder != ?"
+            args.append(holder)
+        cond += ")"
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            rows = self._db.execute(f"SELECT id, {_RECORD} FROM tasks WHERE {cond}", args).fetchall()
+            ids = [r[0] for r in rows]
+            for i in range(0, len(ids), _BATCH):
+                batch = ids[i: i + _BATCH]
+                self._db.execute(f"UPDATE tasks SET lease_holder=?, lease_expires=? "
+                                 f"WHERE id IN ({','.join('?' * len(batch))})", [holder, expires_at, *batch])
+        return [self._record(r[1:]) for r in rows]
+
+    # --- push configs ----------------------------------------------------------------------------
 
     async def put_push_config(self, config: m.TaskPushNotificationConfig) -> None:
         with self._db:
@@ -245,37 +418,54 @@ class SqliteTaskStore(TaskStore):
             cur = self._db.execute("DELETE FROM push_configs WHERE task_id=? AND id=?", (task_id, config_id))
         return cur.rowcount > 0
 
-    async def put_checkpoint(self, task_id: str, state: dict[str, Any]) -> None:
-        with self._db:
-            self._db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?,?)", (task_id, _enc.encode(state)))
-
-    async def get_checkpoint(self, task_id: str) -> dict[str, Any] | None:
-        row = self._db.execute("SELECT state FROM checkpoints WHERE task_id=?", (task_id,)).fetchone()
-        return msgspec.json.decode(row[0]) if row else None
-
-    async def delete_checkpoint(self, task_id: str) -> None:
-        with self._db:
-            self._db.execute("DELETE FROM checkpoints WHERE task_id=?", (task_id,))
-
-    async def add_link(self, parent_task_id: str, child_url: str, child_task_id: str, agent: str | None) -> None:
-        with self._db:
-            self._db.execute(
-                "INSERT OR IGNORE INTO task_links VALUES (?,?,?,?,?)",
-                (parent_task_id, child_url, child_task_id, agent, time.time()),
-            )
-
-    async def links(self, task_id: str) -> list[TaskLink]:
-        rows = self._db.execute(
-            "SELECT parent_task_id, child_url, child_task_id, agent, created_at FROM task_links "
-            "WHERE parent_task_id=? ORDER BY created_at, child_task_id",
-            (task_id,),
-        ).fetchall()
-        return [TaskLink(*row) for row in rows]
-
     async def close(self) -> None:
         if self._checkpointer is not None:
             self._checkpointer.stop()
+            self._checkpointer = None
         self._db.close()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+
+class ProcessLock:
+    """An exclusive advisory lock (flock) on `<db>.lock`, naming its holder inside the file.
+
+    The kernel drops it when the process ends, however it ends (SIGKILL included), so a
+    crashed server never blocks the next start.
+    """
+
+    def __init__(self, path: str, fd: int) -> None:
+        self.path = path
+        self.fd = fd
+
+    @classmethod
+    def acquire(cls, db_path: str) -> ProcessLock:
+        """Take the lock of `db_path`; StoreError naming the holder if another process has it."""
+        path = db_path + ".lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 512, 0).decode("utf-8", "replace").strip() or "unknown process"
+            os.close(fd)
+            raise StoreError(f"the task database {db_path} is in use by another Parley process ({holder}); "
+                             "stop that process first, or give this one another --db") from None
+        except OSError:
+            os.close(fd)
+            raise
+        info = f"pid {os.getpid()} on {socket.gethostname()}, since {time.strftime('%Y-%m-%d %H:%M:%S %Z')}"
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, info.encode(), 0)
+        return cls(path, fd)
+
+    def release(self) -> None:
+        """Drop the lock (the file stays: removing it would race with a process opening it)."""
+        with contextlib.suppress(OSError):
+            os.ftruncate(self.fd, 0)
+        with contextlib.suppress(OSError):
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
 
 
 class WalCheckpointer:

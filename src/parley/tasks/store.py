@@ -1,17 +1,29 @@
-"""The task store interface: tasks, their event logs, idempotency keys and push configs.
+"""The task store contract: tasks, their event logs, and what changes with them, transactionally.
 
-Implementations: :mod:`parley.tasks.memory_store` (tests, ephemeral servers) and
-:mod:`parley.tasks.sqlite_store` (the default of `parley serve`).
+Every write is one :class:`Commit`: log entries appended after an expected sequence
+number (compare-and-set: a conflict raises :class:`SequenceConflict`, never a
+silent overwrite), the new snapshot, and the commit's side effects in the same
+transaction: the idempotency key of the message that caused it (insert-if-absent:
+:class:`DuplicateMessage`), the agent's checkpoint, delegation links and the run
+lease. Each commit also adds one row to a global, ordered change feed
+(:meth:`TaskStore.changes_after`) that push delivery and the dashboard read.
+
+Implementations: :mod:`parley.tasks.memory_store` (tests, `--memory`) and
+:mod:`parley.tasks.sqlite_store` (the default of `parley serve`). The contract
+tests in `tests/unit/test_store_contract.py` run against every store.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+import msgspec
 
 from parley.protocol import models as m
 from parley.protocol.errors import InvalidParamsError
@@ -19,6 +31,55 @@ from parley.tasks.log import Entry
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 100
+_fingerprint_encoder = msgspec.json.Encoder()
+
+
+class StoreError(Exception):
+    """The store cannot be opened or used (a locked or unreadable database); one readable line."""
+
+
+class SequenceConflict(Exception):
+    """A commit expected the log to end at `expected`, but it ends at `actual` (someone else appended)."""
+
+    def __init__(self, task_id: str, expected: int, actual: int | None) -> None:
+        self.task_id, self.expected, self.actual = task_id, expected, actual
+        where = "does not exist" if actual is None else f"ends at {actual}"
+        super().__init__(f"task {task_id}: expected its log to end at {expected}, but it {where}")
+
+
+class DuplicateMessage(Exception):
+    """The commit's idempotency key is taken: the same message already went to task `task_id`."""
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        super().__init__(f"this message was already handled by task {task_id}")
+
+
+@dataclass(frozen=True, slots=True)
+class MessageKey:
+    """The idempotency key of a message: who sent which message (and what it said) to which agent.
+
+    The fingerprint makes the key content-aware: resending the same message is a retry,
+    while a different message that reuses a messageId is not (see :func:`fingerprint`).
+    """
+
+    agent_id: str
+    owner: str
+    message_id: str
+    fingerprint: str
+
+
+def fingerprint(message: m.Message) -> str:
+    """A digest of a message as the client sent it (parts, ids it names, metadata)."""
+    return hashlib.blake2b(_fingerprint_encoder.encode(message), digest_size=16).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """Who runs a task's agent right now, until when (renewed by a heartbeat)."""
+
+    holder: str
+    expires_at: float
 
 
 @dataclass(slots=True)
@@ -43,6 +104,49 @@ class TaskLink:
     child_task_id: str
     agent: str | None = None
     created_at: float = 0.0
+
+
+@dataclass(slots=True)
+class Commit:
+    """One atomic write: entries after `expected_seq`, the snapshot they fold into, and their side effects.
+
+    `record` is set when the commit creates the task (then `expected_seq` is 0 and the
+    first entry is the task itself). `checkpoint` replaces the task's checkpoint;
+    `drop_checkpoint` deletes it. `lease` takes or renews the run lease; `release_lease`
+    clears it (the task settled, nobody runs it). Stores must serialise `snapshot`
+    before their first await: the engine goes on folding into a new copy meanwhile.
+    """
+
+    task_id: str
+    expected_seq: int
+    entries: list[Entry]
+    snapshot: m.Task
+    updated_at: float
+    record: TaskRecord | None = None
+    message: MessageKey | None = None
+    checkpoint: dict[str, Any] | None = None
+    drop_checkpoint: bool = False
+    links: list[TaskLink] = field(default_factory=list)
+    lease: Lease | None = None
+    release_lease: bool = False
+
+    @property
+    def last_seq(self) -> int:
+        """The sequence number the log ends at after this commit."""
+        return self.entries[-1].seq if self.entries else self.expected_seq
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One row of the change feed: a commit to a task, in global order."""
+
+    position: int
+    task_id: str
+    agent_id: str
+    owner: str
+    seq: int
+    state: m.TaskState
+    at: float
 
 
 @dataclass(slots=True)
@@ -119,19 +223,27 @@ def _normalise_timestamp(value: str) -> str:
 
 
 class TaskStore(ABC):
-    """Where tasks, logs, idempotency keys and push configs live."""
+    """Where tasks, logs, idempotency keys, checkpoints, links, leases and push configs live.
+
+    `exclusive` says that no other process writes this store (an in-memory store, or a
+    SQLite file this process holds the lock of): every lease not held by this process
+    then belongs to a dead one.
+    """
+
+    exclusive: bool = False
 
     @abstractmethod
-    async def create(self, record: TaskRecord, first: Entry, message_id: str) -> None:
-        """Store a new task with its first log entry and its idempotency key."""
+    async def commit(self, commit: Commit) -> int:
+        """Apply `commit` atomically and return its change-feed position.
+
+        Raises SequenceConflict (the log does not end at `expected_seq`, or the task
+        exists already / does not exist) or DuplicateMessage (the message key is
+        taken); either way nothing is written.
+        """
 
     @abstractmethod
-    async def append(self, task_id: str, entries: list[Entry], snapshot: m.Task, updated_at: float) -> None:
-        """Append entries to a task's log and replace its snapshot, atomically."""
-
-    @abstractmethod
-    async def get(self, task_id: str) -> TaskRecord | None:
-        """The stored task, or None."""
+    async def get(self, task_id: str, *, agent_id: str | None = None, owner: str | None = None) -> TaskRecord | None:
+        """The stored task, or None; with `agent_id`/`owner`, None unless it belongs to them."""
 
     @abstractmethod
     async def events_after(self, task_id: str, seq: int) -> list[Entry]:
@@ -139,19 +251,41 @@ class TaskStore(ABC):
 
     @abstractmethod
     async def list(self, query: TaskQuery) -> TaskPage:
-        """Tasks matching the query, most recently updated first."""
+        """Tasks matching the query (scoped to its agent and owner), most recently updated first."""
 
     @abstractmethod
-    async def remember_message(self, agent_id: str, owner: str, message_id: str, task_id: str) -> None:
-        """Record that this message (by this owner) went to this task."""
+    async def find_message(self, key: MessageKey) -> str | None:
+        """The task this exact message was already handled by, if any."""
 
     @abstractmethod
-    async def find_message(self, agent_id: str, owner: str, message_id: str) -> str | None:
-        """The task a message id was already sent to, if any."""
+    async def get_checkpoint(self, task_id: str) -> dict[str, Any] | None:
+        """The latest checkpoint of a task, or None."""
 
     @abstractmethod
-    async def unfinished(self) -> list[TaskRecord]:
-        """Tasks left submitted or working (used at start-up to recover them)."""
+    async def links(self, task_id: str) -> list[TaskLink]:
+        """The tasks `task_id` delegated to, oldest first."""
+
+    @abstractmethod
+    async def lease(self, task_id: str) -> Lease | None:
+        """The task's run lease, if someone holds one (expired or not)."""
+
+    @abstractmethod
+    async def renew_leases(self, holder: str, task_ids: list[str], expires_at: float) -> set[str]:
+        """Extend `holder`'s leases on these tasks; return the ids it still holds (the others were taken)."""
+
+    @abstractmethod
+    async def release_leases(self, holder: str, task_ids: list[str]) -> None:
+        """Give up `holder`'s leases on these tasks (a graceful stop: others may take over at once)."""
+
+    @abstractmethod
+    async def claim_orphans(self, holder: str, now: float, expires_at: float, *,
+                            any_other_holder: bool = False) -> list[TaskRecord]:
+        """Lease to `holder` every unfinished (submitted or working) task whose lease is missing or expired
+        at `now` (with `any_other_holder`, also those leased by any other holder), and return them."""
+
+    @abstractmethod
+    async def changes_after(self, position: int, limit: int = 1000) -> list[Change]:
+        """The change feed after `position`, oldest first, at most `limit` rows."""
 
     @abstractmethod
     async def put_push_config(self, config: m.TaskPushNotificationConfig) -> None:
@@ -169,28 +303,43 @@ class TaskStore(ABC):
     async def delete_push_config(self, task_id: str, config_id: str) -> bool:
         """Delete a push config; False if there was none."""
 
-    @abstractmethod
-    async def put_checkpoint(self, task_id: str, state: dict[str, Any]) -> None:
-        """Keep an agent's latest checkpoint for a task (replaces the previous one)."""
-
-    @abstractmethod
-    async def get_checkpoint(self, task_id: str) -> dict[str, Any] | None:
-        """The latest checkpoint of a task, or None."""
-
-    @abstractmethod
-    async def delete_checkpoint(self, task_id: str) -> None:
-        """Forget a task's checkpoint (once the task is finished)."""
-
-    @abstractmethod
-    async def add_link(self, parent_task_id: str, child_url: str, child_task_id: str, agent: str | None) -> None:
-        """Record that a task delegated to `child_task_id` at `child_url` (idempotent)."""
-
-    @abstractmethod
-    async def links(self, task_id: str) -> list[TaskLink]:
-        """The tasks `task_id` delegated to, oldest first."""
-
     async def close(self) -> None:
         """Release resources."""
+
+    # --- conveniences over commit() --------------------------------------------------------------
+
+    async def create(self, record: TaskRecord, first: Entry, message: MessageKey | None = None,
+                     lease: Lease | None = None) -> int:
+        """Store a new task with its first log entry (the task itself) and its idempotency key."""
+        return await self.commit(Commit(task_id=record.task.id, expected_seq=0, entries=[first],
+                                        snapshot=record.task, updated_at=record.updated_at, record=record,
+                                        message=message, lease=lease))
+
+    async def append(self, task_id: str, expected_seq: int, entries: list[Entry], snapshot: m.Task,
+                     updated_at: float) -> int:
+        """Append entries after `expected_seq` and replace the snapshot (compare-and-set)."""
+        return await self.commit(Commit(task_id=task_id, expected_seq=expected_seq, entries=entries,
+                                        snapshot=snapshot, updated_at=updated_at))
+
+
+def check_commit(commit: Commit) -> None:
+    """Refuse malformed commits (a store bug, not a conflict): entries must continue the log without gaps."""
+    for i, entry in enumerate(commit.entries, commit.expected_seq + 1):
+        if entry.seq != i:
+            raise ValueError(f"task {commit.task_id}: entry seq {entry.seq} does not follow {i - 1}")
+    if commit.record is not None and (commit.expected_seq != 0 or not commit.entries):
+        raise ValueError(f"task {commit.task_id}: a creating commit starts the log at seq 1")
+
+
+def visible(record: TaskRecord | None, agent_id: str | None, owner: str | None) -> TaskRecord | None:
+    """`record` if it belongs to `agent_id` and `owner` (when given), else None."""
+    if record is None:
+        return None
+    if agent_id is not None and record.agent_id != agent_id:
+        return None
+    if owner is not None and record.owner != owner:
+        return None
+    return record
 
 
 def matches(record: TaskRecord, query: TaskQuery) -> bool:

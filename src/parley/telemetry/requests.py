@@ -17,55 +17,11 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from parley.protocol import models as m
-from parley.protocol.operations import Operation
-from parley.protocol.states import is_settled
 from parley.telemetry import setup
 from parley.telemetry.context import LOG_FIELDS, REQUEST, RequestScope, bind, reset
+from parley.telemetry.names import final_event, method_name, request_task_id
 
-# The A2A 1.0 method names (span names, a2a.method), whatever the version and binding of the request.
-METHOD_NAMES: dict[Operation, str] = {
-    Operation.SEND: "SendMessage",
-    Operation.STREAM: "SendStreamingMessage",
-    Operation.GET: "GetTask",
-    Operation.LIST: "ListTasks",
-    Operation.CANCEL: "CancelTask",
-    Operation.SUBSCRIBE: "SubscribeToTask",
-    Operation.PUSH_SET: "CreateTaskPushNotificationConfig",
-    Operation.PUSH_GET: "GetTaskPushNotificationConfig",
-    Operation.PUSH_LIST: "ListTaskPushNotificationConfigs",
-    Operation.PUSH_DELETE: "DeleteTaskPushNotificationConfig",
-    Operation.EXTENDED_CARD: "GetExtendedAgentCard",
-}
-
-
-def method_name(op: Operation) -> str:
-    """The A2A 1.0 method name of an operation (span names, a2a.method)."""
-    return METHOD_NAMES.get(op, str(op.value))
-
-
-def request_task_id(op: Operation, request: Any) -> str | None:
-    """The task a request is about, when the request says (not for a new task)."""
-    try:
-        if op in (Operation.SEND, Operation.STREAM):
-            return getattr(request.message, "task_id", None) or None
-        if op in (Operation.GET, Operation.CANCEL, Operation.SUBSCRIBE):
-            return getattr(request, "id", None) or None
-        if op in (Operation.PUSH_SET, Operation.PUSH_GET, Operation.PUSH_LIST, Operation.PUSH_DELETE):
-            return getattr(request, "task_id", None) or None
-    except AttributeError:
-        return None
-    return None
-
-
-def final_event(event: Any) -> bool:
-    """Whether a stream event is the last one of its stream (a direct reply, or the task settled)."""
-    if isinstance(event, m.Message):
-        return True
-    if isinstance(event, (m.TaskStatusUpdateEvent, m.Task)):
-        return is_settled(event.status.state)
-    return False
-
+__all__ = ["RequestMiddleware", "begin", "final_event", "finish", "grpc_call", "method_name", "request_task_id"]
 
 def finish(scope: RequestScope, exc: BaseException | None = None) -> None:
     """End the request's span and count it (once)."""
@@ -145,9 +101,7 @@ def grpc_call(servicer: Any, method: str, request: Any, context: Any, task_id: s
         req.headers = headers_of(context.invocation_metadata() or ())
     token_req = REQUEST.set(req)
     token_fields = LOG_FIELDS.set(LOG_FIELDS.get())
-    tenant = getattr(request, "tenant", "") or ""
-    app = servicer.server.app
-    agent_id = tenant if tenant in app.agents else (app.default_agent if not tenant else None)
+    agent_id = servicer.runtime.agent_id(getattr(request, "tenant", "") or "")
     bind(a2a_method=method, task_id=task_id)
     try:
         begin(req, "GRPC", agent_id)

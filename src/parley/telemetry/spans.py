@@ -22,7 +22,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from parley.protocol.operations import Operation
 from parley.telemetry import propagation
 from parley.telemetry.context import RequestScope, reset
-from parley.telemetry.requests import final_event, method_name, request_task_id
+from parley.telemetry.names import final_event, method_name, request_task_id
 
 # --- attribute names ---------------------------------------------------------------------------
 

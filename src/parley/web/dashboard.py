@@ -3,26 +3,23 @@
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING
 
-from starlette.requests import Request
-
-if TYPE_CHECKING:
-    from parley.server.app import Server
+from parley.runtime import Runtime
+from parley.server.urls import agent_url
 
 
-def render_dashboard(server: Server, request: Request) -> str:
-    """The HTML of the dashboard page."""
+def render_dashboard(runtime: Runtime, base: str) -> str:
+    """The HTML of the dashboard page, with agent URLs below `base` (the server's public base URL)."""
     rows = []
-    for agent_id, agent in server.app.agents.items():
-        url = server.agent_url(request, agent_id)
+    for agent_id, agent in runtime.agents.items():
+        url = agent_url(base, agent_id)
         card = f"{url}/.well-known/agent-card.json"
         curl = (
             f"curl -s {url} -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' -d "
             "'{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"SendMessage\",\"params\":{\"message\":"
             "{\"messageId\":\"m1\",\"role\":\"ROLE_USER\",\"parts\":[{\"text\":\"hello\"}]}}}'"
         )
-        default = " <em>(default)</em>" if agent_id == server.app.default_agent else ""
+        default = " <em>(default)</em>" if agent_id == runtime.default_agent else ""
         rows.append(
             f"<section class='agent' data-agent='{html.escape(agent_id)}'>"
             f"<h2>{html.escape(agent.name)}{default}</h2><p>{html.escape(agent.description)}</p>"
@@ -32,8 +29,9 @@ def render_dashboard(server: Server, request: Request) -> str:
     return (
         "<!doctype html><html><head><meta charset='utf-8'><title>Parley</title>"
         "<style>body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}"
-        "pre{background:#f4f4f4;padding:.5rem;overflow-x:auto}section{border-top:1px solid #ddd}</style>"
-        f"</head><body><h1>Parley</h1><p>{len(server.app.agents)} agent(s) hosted.</p>"
+        "pre{background:#f4f4f4;padding:.5rem;white-space:pre-wrap;word-break:break-all}"
+        "section{border-top:1px solid #ddd}</style>"
+        f"</head><body><h1>Parley</h1><p>{len(runtime.agents)} agent(s) hosted.</p>"
         + "".join(rows)
         + "</body></html>"
     )

@@ -10,11 +10,10 @@ from parley.agents.llm.backend import (
     ToolCallDelta,
     ToolSpec,
     Usage,
-    create_backend,
-    register_backend,
 )
 from parley.agents.llm.loop import AgentLoop, Limits, LLMAgent
 from parley.agents.llm.openai_compat import OpenAICompatBackend
+from parley.agents.llm.registry import create_backend, register_backend
 from parley.agents.llm.state import Conversation
 
 __all__ = [

@@ -15,12 +15,9 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from typing import Any
-
-ENTRY_POINT_GROUP = "parley.llm_backends"
 
 
 class LLMError(Exception):
@@ -169,32 +166,3 @@ class LLMBackend(ABC):
 
     async def aclose(self) -> None:
         """Release connections (optional)."""
-
-
-BackendFactory = Callable[..., LLMBackend]
-_registry: dict[str, BackendFactory] = {}
-
-
-def register_backend(name: str, factory: BackendFactory) -> None:
-    """Make `factory(**options)` available as provider `name`."""
-    _registry[name] = factory
-
-
-def backend_factory(name: str) -> BackendFactory:
-    """The factory of provider `name`: built-in, registered, or from the entry-point group."""
-    if not _registry:
-        from parley.agents.llm import openai_compat  # noqa: F401  registers the built-in provider
-    if name in _registry:
-        return _registry[name]
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name == name:
-            factory = ep.load()
-            _registry[name] = factory
-            return factory
-    known = sorted({*_registry, *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))})
-    raise LookupError(f"no LLM backend named {name!r}; known: {', '.join(known) or 'none'}")
-
-
-def create_backend(provider: str = "openai", **options: Any) -> LLMBackend:
-    """Build a backend of `provider` with `options` (e.g. base_url, api_key, model)."""
-    return backend_factory(provider)(**options)

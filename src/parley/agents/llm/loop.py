@@ -30,7 +30,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from parley.agents.base import Agent, AgentOutput, RunContext, Status
-from parley.agents.llm.backend import ChatRequest, Finish, LLMBackend, LLMError, TextDelta, ToolCall, create_backend
+from parley.agents.llm.backend import ChatRequest, Finish, LLMBackend, LLMError, TextDelta, ToolCall
+from parley.agents.llm.registry import create_backend
 from parley.agents.llm.state import Answer, Conversation
 from parley.agents.tools.base import Tool, Toolset, render_error, render_result
 from parley.agents.tools.client_side import ClientTool, extension, tool_call_part

@@ -34,7 +34,6 @@ from parley.agents.llm.backend import (
     ToolCallAccumulator,
     ToolCallDelta,
     Usage,
-    register_backend,
 )
 
 ENV_BASE_URL = "PARLEY_LLM_BASE_URL"
@@ -273,5 +272,3 @@ def _http_problem(response: httpx.Response) -> str:
 def _after(problem: str, attempts: int) -> str:
     return f"{problem} (after {attempts} attempts)" if attempts > 1 else problem
 
-
-register_backend("openai", OpenAICompatBackend)

@@ -1,0 +1,100 @@
+"""The runtime: the composition root of one Parley server.
+
+Built from the agents and one :class:`~parley.settings.Settings`, it owns the
+store, the event bus, the task engine, the A2A service and the request pipeline
+(with its authenticator, authorizer and rate limiter), the delegator agents use,
+and the cards. It starts and stops them in order. The HTTP app, the gRPC server
+and the dashboard take a runtime; nothing reaches around it.
+
+    runtime = Runtime(agents, settings=Settings(db="memory"))
+    await runtime.start()
+    ...
+    await runtime.stop()
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+
+from parley.agents.base import Agent
+from parley.hub.delegation import Delegator
+from parley.server.access import Authenticator, Authorizer, RateLimiter
+from parley.server.cards import Cards
+from parley.server.pipeline import Pipeline
+from parley.server.service import A2AService
+from parley.settings import Settings
+from parley.tasks.bus import EventBus, LocalBus
+from parley.tasks.engine import TaskEngine
+from parley.tasks.open import open_store
+from parley.tasks.store import TaskStore
+
+log = logging.getLogger("parley.runtime")
+
+
+class Runtime:
+    """Everything one Parley server runs on, wired together once.
+
+    Args:
+        agents: the hosted agents by id (the first is the default unless `default_agent` says otherwise).
+        settings: how to run; `settings.db` picks the store unless `store` is given.
+        store, bus: replace the store and bus the settings would build (tests, embedding).
+        authenticator, authorizer, limiter: the access steps of the request pipeline (default: open).
+    """
+
+    def __init__(
+        self,
+        agents: Mapping[str, Agent],
+        *,
+        default_agent: str | None = None,
+        settings: Settings | None = None,
+        store: TaskStore | None = None,
+        bus: EventBus | None = None,
+        authenticator: Authenticator | None = None,
+        authorizer: Authorizer | None = None,
+        limiter: RateLimiter | None = None,
+    ) -> None:
+        if not agents:
+            raise ValueError("a Parley server needs at least one agent")
+        if default_agent is not None and default_agent not in agents:
+            raise ValueError(f"the default agent {default_agent!r} is not one of the agents")
+        self.agents = agents
+        self.default_agent = default_agent or next(iter(agents))
+        self.settings = settings or Settings()
+        self.store = store or open_store(self.settings.db)
+        self.bus = bus or LocalBus()
+        self.delegator = Delegator(self_url=self.settings.reachable_self_url)
+        self.cards = Cards(agents, self.settings)
+        self.engine = TaskEngine(self.store, agents, bus=self.bus, delegator=self.delegator,
+                                 cancel_child=self.delegator.cancel_link, lease_seconds=self.settings.lease_seconds)
+        self.service = A2AService(self.engine, card=self.cards.card,
+                                  push_notifications=self.settings.card.push_notifications,
+                                  streaming=self.settings.card.streaming)
+        self.pipeline = Pipeline(self.service, authenticator=authenticator, authorizer=authorizer, limiter=limiter)
+        self.started_at = time.time()
+        self.running = False
+
+    async def start(self) -> None:
+        """Recover what a stopped process left running, then take requests."""
+        failed = await self.engine.start()
+        self.running = True
+        log.debug("runtime started (%d task(s) failed at recovery)", len(failed))
+
+    async def stop(self) -> None:
+        """Stop the running agents (their tasks stay resumable), then close the bus and the store."""
+        self.running = False
+        try:
+            await self.engine.shutdown()
+        finally:
+            await self.bus.close()
+            await self.store.close()
+
+    def agent_id(self, name: str | None) -> str | None:
+        """The hosted agent `name` names (None or "" is the default agent); None if there is none."""
+        if not name:
+            return self.default_agent
+        return name if name in self.agents else None
+
+
+__all__ = ["Runtime"]

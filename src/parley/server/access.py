@@ -1,0 +1,91 @@
+"""Who is calling, and whether they may: principals, and the authenticate, authorize and rate-limit steps.
+
+Every request of every binding goes through the same three steps in the request
+pipeline (:mod:`parley.server.pipeline`). The defaults here are an open server:
+every caller is the `anonymous` principal, everything is allowed, nothing is
+limited. Authentication, per-agent keys and rate limits plug in by replacing them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from parley.protocol.operations import Operation
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """An authenticated caller. Tasks belong to a principal `id`: only it sees and changes them."""
+
+    id: str
+    kind: str = "anonymous"  # anonymous | key | token | internal (a delegation inside this server)
+    scopes: frozenset[str] = frozenset()
+    name: str | None = None
+
+
+ANONYMOUS = Principal("anonymous")
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """What a request presents: its headers (HTTP headers or gRPC metadata, lower-case names) and peer."""
+
+    headers: Mapping[str, str] = field(default_factory=dict)
+    peer: str | None = None
+    # Already known: an in-process call (a delegation inside this server) carries its caller's principal.
+    # Only the in-process transport sets it; nothing a client sends can.
+    principal: Principal | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """One request as the access steps see it: which agent, which operation, over which binding."""
+
+    agent_id: str
+    op: Operation
+    binding: str
+
+
+class Authenticator(Protocol):
+    """Turns credentials into a principal, or raises an A2AError (401-style) when they are missing or bad."""
+
+    async def authenticate(self, access: Access, credentials: Credentials) -> Principal: ...
+
+
+class Authorizer(Protocol):
+    """Raises an A2AError (403-style) when the principal may not do this."""
+
+    async def authorize(self, access: Access, principal: Principal) -> None: ...
+
+
+class RateLimiter(Protocol):
+    """Raises an A2AError (429-style) when the principal is over its limit."""
+
+    async def acquire(self, access: Access, principal: Principal) -> None: ...
+
+
+class OpenAuthenticator:
+    """No authentication configured: every caller is the anonymous principal (development mode)."""
+
+    async def authenticate(self, access: Access, credentials: Credentials) -> Principal:
+        return ANONYMOUS
+
+
+class AllowAll:
+    """Every principal may do everything."""
+
+    async def authorize(self, access: Access, principal: Principal) -> None:
+        return None
+
+
+class NoLimit:
+    """No rate limits."""
+
+    async def acquire(self, access: Access, principal: Principal) -> None:
+        return None
+
+
+__all__ = ["ANONYMOUS", "Access", "AllowAll", "Authenticator", "Authorizer", "Credentials", "NoLimit",
+           "OpenAuthenticator", "Principal", "RateLimiter"]

@@ -1,0 +1,236 @@
+"""The machinery of the HTTP+JSON (REST) bindings: route tables, typed query parameters, error bodies.
+
+:class:`RestEndpoint` matches a path below an agent's base URL to an operation,
+merges path, query and body parameters, decodes them with the binding's dialect
+into a :class:`~parley.server.pipeline.Call` and encodes what the pipeline returns.
+The two bindings subclass it with their own route table, dialect and version rule:
+A2A 1.0 (:mod:`parley.server.rest`) and A2A 0.3 under `v1/` (:mod:`parley.server.rest_v03`).
+
+Errors are `google.rpc.Status` bodies with an `ErrorInfo` reason and the HTTP
+status of A2A 1.0 section 5.4. Route tables are plain data, so matching a path is
+independent of Starlette.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from parley.protocol.codec import dumps, loads
+from parley.protocol.errors import (
+    A2AError,
+    InternalError,
+    InvalidParamsError,
+    InvalidRequestError,
+    MethodNotFoundError,
+)
+from parley.protocol.operations import Operation
+from parley.server.http import (
+    KEEPALIVE_FRAME,
+    SSE_HEADERS,
+    credentials_of,
+    last_event_id,
+    read_body,
+    requested_extensions,
+    sse_frame,
+    with_keepalive,
+)
+from parley.server.pipeline import Call, Pipeline
+from parley.tasks.log import Entry
+
+log = logging.getLogger("parley.rest")
+
+A2A_JSON = "application/a2a+json"
+JSON = "application/json"
+ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+ERROR_DOMAIN = "a2a-protocol.org"
+V03_PREFIX = "v1"  # A2A 0.3 HTTP+JSON paths carry this prefix below the agent's base URL; 1.0 dropped it
+
+Routes = list[tuple[re.Pattern[str], dict[str, Operation]]]
+
+
+@dataclass(slots=True)
+class RestMatch:
+    """A matched REST route: the operation and the path parameters."""
+
+    op: Operation
+    params: dict[str, str]
+
+
+class MethodNotAllowed(A2AError):
+    """A known path with the wrong HTTP verb (HTTP 405)."""
+
+    code = -32601
+    default_message = "Method not allowed"
+    http_status = 405
+    reason = "METHOD_NOT_ALLOWED"
+    grpc_status = "UNIMPLEMENTED"
+
+    def __init__(self, message: str, allowed: list[str]) -> None:
+        super().__init__(message)
+        self.allowed = allowed
+        self.headers = {"Allow": ", ".join(allowed)}
+
+
+def is_v03_path(path: str) -> bool:
+    """Whether a path below an agent's base URL belongs to the 0.3 binding (`v1` or `v1/...`)."""
+    path = path.strip("/")
+    return path == V03_PREFIX or path.startswith(V03_PREFIX + "/")
+
+
+def match(method: str, path: str, routes: Routes) -> RestMatch:
+    """Find the operation for `method` on `path` (relative to the agent's base URL)."""
+    path = path.strip("/")
+    for pattern, verbs in routes:
+        found = pattern.fullmatch(path)
+        if found is None:
+            continue
+        op = verbs.get(method)
+        if op is None:
+            allowed = sorted(verbs)
+            raise MethodNotAllowed(f"{method} is not allowed on /{path}; use {', '.join(allowed)}", allowed)
+        return RestMatch(op, {k: v for k, v in found.groupdict().items() if v is not None})
+    raise MethodNotFoundError(f"No A2A operation at /{path}")
+
+
+def query_params(request: Request, ints: set[str], bools: set[str]) -> dict[str, Any]:
+    """Query parameters with the types the request messages expect (`ints`, `bools`; the rest are strings)."""
+    out: dict[str, Any] = {}
+    for key, value in request.query_params.items():
+        if key == "A2A-Version":
+            continue
+        if key in ints:
+            try:
+                out[key] = int(value)
+            except ValueError:
+                raise InvalidParamsError(f"Invalid params: query parameter `{key}` must be an integer") from None
+        elif key in bools:
+            if value not in ("true", "false"):
+                raise InvalidParamsError(f"Invalid params: query parameter `{key}` must be true or false")
+            out[key] = value == "true"
+        else:
+            out[key] = value
+    return out
+
+
+def status_obj(error: A2AError) -> dict[str, Any]:
+    """A google.rpc.Status error (as JSON-ready data) with an ErrorInfo detail."""
+    return {
+        "error": {
+            "code": error.http_status,
+            "status": error.grpc_status,
+            "message": error.message,
+            "details": [{"@type": ERROR_INFO, "reason": error.reason, "domain": ERROR_DOMAIN, "metadata": {}}],
+        }
+    }
+
+
+def status_body(error: A2AError) -> bytes:
+    """A google.rpc.Status error body with an ErrorInfo detail."""
+    return dumps(status_obj(error))
+
+
+def version_requested(request: Request) -> str | None:
+    """The `A2A-Version` the request asks for (header, else query parameter)."""
+    return request.headers.get("a2a-version") or request.query_params.get("A2A-Version")
+
+
+class RestEndpoint:
+    """Serves one HTTP+JSON binding for every hosted agent.
+
+    Subclasses set `binding_version`, `dialect`, `routes` and the typed query
+    parameters, and override `check_version` and `error_body`.
+    """
+
+    binding_version = "1.0"
+    dialect: Any = None
+    routes: Routes = []
+    int_params: set[str] = set()
+    bool_params: set[str] = set()
+
+    def __init__(self, pipeline: Pipeline, max_body_bytes: int, keepalive: float = 15.0) -> None:
+        self.pipeline = pipeline
+        self.max_body_bytes = max_body_bytes
+        self.keepalive = keepalive
+
+    async def serve(self, request: Request, agent_id: str, path: str, agent_url: str) -> Response:
+        """Match, decode, run through the pipeline and encode one request of this binding."""
+        media = _media_type(request)
+        try:
+            found = match(request.method, path, self.routes)  # no route: not an A2A request at all
+        except A2AError as exc:
+            return self._error(exc, media)
+
+        async def decode() -> Call:
+            self.check_version(request, path)
+            params = await self._params(request, found)
+            req = self.dialect.decode(found.op, params)
+            resume = last_event_id(request) if found.op is Operation.SUBSCRIBE else None
+            return Call(agent_id, found.op, req, self.binding_version, extensions=requested_extensions(request),
+                        last_event_id=resume, agent_url=agent_url)
+
+        try:
+            outcome = await self.pipeline.serve("HTTP+JSON", credentials_of(request), decode, agent_id)
+        except A2AError as exc:
+            return self._error(exc, media)
+        op = outcome.call.op
+        if outcome.events is not None:
+            return StreamingResponse(self._sse(outcome.events), media_type="text/event-stream", headers=SSE_HEADERS)
+        if op is Operation.PUSH_DELETE:
+            return Response(b"{}", media_type=media)
+        return Response(dumps(self.dialect.encode_result(op, outcome.result)), media_type=media)
+
+    def _error(self, error: A2AError, media: str) -> Response:
+        return Response(self.error_body(error), status_code=error.http_status, media_type=media,
+                        headers=getattr(error, "headers", None) or None)
+
+    def check_version(self, request: Request, path: str) -> None:
+        """Refuse requests that ask for another protocol version than this binding's."""
+
+    def error_body(self, error: A2AError) -> bytes:
+        """The error body of this binding."""
+        return status_body(error)
+
+    async def _params(self, request: Request, found: RestMatch) -> dict[str, Any]:
+        params: dict[str, Any] = query_params(request, self.int_params, self.bool_params)
+        if request.method in ("POST", "PUT", "PATCH"):
+            body = await read_body(request, self.max_body_bytes)
+            if body.strip():
+                data = loads(body)
+                if not isinstance(data, dict):
+                    raise InvalidRequestError("Invalid request: the body must be a JSON object")
+                params.update(data)
+        for key, value in found.params.items():
+            if key in params and params[key] != value:
+                raise InvalidParamsError(f"Invalid params: `{key}` in the body does not match the URL ({value!r})")
+            params[key] = value
+        return params
+
+    async def _sse(self, events: AsyncIterator[Entry]) -> AsyncIterator[bytes]:
+        try:
+            async for entry in with_keepalive(events, self.keepalive):
+                if entry is None:
+                    yield KEEPALIVE_FRAME
+                    continue
+                yield sse_frame(dumps(self.dialect.encode_event(entry.event)), entry.seq)
+        except A2AError as exc:
+            yield sse_frame(self.error_body(exc), event="error")
+        except Exception:
+            log.exception("REST stream failed")
+            yield sse_frame(self.error_body(InternalError()), event="error")
+
+
+def _media_type(request: Request) -> str:
+    accept = request.headers.get("accept", "")
+    ctype = request.headers.get("content-type", "")
+    return A2A_JSON if A2A_JSON in accept or ctype.startswith(A2A_JSON) else JSON
+
+
+__all__ = ["A2A_JSON", "MethodNotAllowed", "RestEndpoint", "RestMatch", "Routes", "is_v03_path", "match",
+           "query_params", "status_body", "status_obj", "version_requested"]

@@ -1,0 +1,74 @@
+"""Following a task's log: the stored entries after a point, then the live ones from the bus.
+
+The follower subscribes to the bus before it reads the store, so an entry committed
+in between arrives twice at most, never zero times; it drops what it has seen by
+sequence number and fills any gap (a subscriber that fell behind, a bus that lost
+a message) from the store. It stops after the entry that brings the task to a
+state `until` accepts: settled for the stream of a send, terminal for a
+subscription (A2A 1.0 section 3.1.6: a subscription stays open through
+`input-required` until the task ends).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+from parley.protocol import models as m
+from parley.tasks.bus import EventBus
+from parley.tasks.log import Entry
+from parley.tasks.store import TaskStore
+
+StopWhen = Callable[[m.TaskState], bool]
+
+
+async def follow_log(store: TaskStore, bus: EventBus, task_id: str, after: int, *, state: m.TaskState,
+                     state_seq: int, until: StopWhen) -> AsyncIterator[Entry]:
+    """Entries of `task_id` after `after` (user messages skipped), until the task reaches a state `until` accepts.
+
+    `state` is the task's state as of entry `state_seq` (a snapshot the caller read);
+    the follower does not stop before it has passed that entry.
+    """
+    last = after
+
+    def done() -> bool:
+        return last >= state_seq and until(state)
+
+    with bus.subscribe(task_id) as sub:
+        batch: list[Entry] | None = await store.events_after(task_id, after)
+        while True:
+            if batch is None:  # the subscription fell behind: the store has everything committed
+                batch = await store.events_after(task_id, last)
+            for entry in batch:
+                if entry.seq <= last:
+                    continue
+                if entry.seq > last + 1:  # a gap: fill it from the store first
+                    for missing in await store.events_after(task_id, last):
+                        if missing.seq >= entry.seq:
+                            break
+                        last = missing.seq
+                        state, state_seq = _track(missing, state, state_seq)
+                        if missing.streamed:
+                            yield missing
+                        if done():
+                            return
+                    if entry.seq != last + 1:
+                        continue
+                last = entry.seq
+                state, state_seq = _track(entry, state, state_seq)
+                if entry.streamed:
+                    yield entry
+                if done():
+                    return
+            if done():
+                return
+            batch = await sub.get()
+
+
+def _track(entry: Entry, state: m.TaskState, state_seq: int) -> tuple[m.TaskState, int]:
+    ev = entry.event
+    if entry.seq > state_seq:
+        if isinstance(ev, m.TaskStatusUpdateEvent):
+            return ev.status.state, entry.seq
+        if isinstance(ev, m.Task):
+            return ev.status.state, entry.seq
+    return state, state_seq

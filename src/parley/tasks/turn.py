@@ -1,0 +1,177 @@
+"""One turn of an agent over a task: its outputs become log events (sans-IO).
+
+The agent yields text, status changes, artifacts and internal events; a
+:class:`Turn` turns them into the events of the task's log. Text is coalesced: the
+text an agent yields between two flushes of the engine (in practice, within one
+event-loop turn) becomes one artifact chunk. The latest chunk is held back until
+the engine knows whether more text follows, so the final chunk can be marked
+`lastChunk`. The held text is part of the turn's state (:meth:`Turn.text_state`),
+which a checkpoint saves and a resumed run restores, so a restart neither loses nor
+splits the answer.
+
+No store, no event loop: the engine (:mod:`parley.tasks.engine`) does the I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from parley.agents.base import AgentOutput, ArtifactChunk, InternalEvent, Status, new_id
+from parley.protocol import models as m
+from parley.protocol.states import InvalidTransition
+from parley.tasks.log import now_iso
+
+TEXT_ARTIFACT_NAME = "response"
+Event = m.Message | m.TaskStatusUpdateEvent | m.TaskArtifactUpdateEvent
+
+
+@dataclass(slots=True)
+class TextState:
+    """Where the turn's text artifact stands: its id, whether chunks went out, and the text held back."""
+
+    artifact_id: str | None = None
+    started: bool = False
+    held: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form, for checkpoints."""
+        return {"artifactId": self.artifact_id, "started": self.started, "held": self.held}
+
+    @classmethod
+    def from_json(cls, data: Any) -> TextState:
+        """Read `to_json` back; anything malformed gives a fresh state."""
+        if not isinstance(data, dict):
+            return cls()
+        artifact_id = data.get("artifactId")
+        held = data.get("held")
+        return cls(artifact_id=artifact_id if isinstance(artifact_id, str) else None,
+                   started=data.get("started") is True, held=held if isinstance(held, str) else "")
+
+
+class Turn:
+    """Converts one agent run's outputs into task events; holds the text not yet written."""
+
+    def __init__(self, task_id: str, context_id: str, text: TextState | None = None, *,
+                 clock: Callable[[], str] = now_iso, ids: Callable[[], str] = new_id) -> None:
+        self.task_id = task_id
+        self.context_id = context_id
+        self.clock = clock
+        self.ids = ids
+        state = text or TextState()
+        self.artifact_id = state.artifact_id
+        self.started = state.started
+        self.held: str | None = state.held or None  # the latest chunk, not yet written
+        self.open: list[str] = []  # text yielded since the engine last flushed
+
+    # --- text ---------------------------------------------------------------------------------------
+
+    @property
+    def has_text(self) -> bool:
+        """Whether text is waiting to be written."""
+        return self.held is not None or bool(self.open)
+
+    def take_text(self) -> list[Event]:
+        """At a flush: the text yielded since the last one becomes the held chunk, and the chunk held
+        before it is written (not the last: more text came after it)."""
+        if not self.open:
+            return []
+        group, self.open = "".join(self.open), []
+        out = [self._chunk(self.held, last=False)] if self.held is not None else []
+        self.held = group
+        return out
+
+    def close_text(self) -> list[Event]:
+        """All text not yet written, the last chunk marked as such (nothing if no text artifact is open)."""
+        pieces = [p for p in (self.held, "".join(self.open) if self.open else None) if p is not None]
+        self.held, self.open = None, []
+        if not pieces:
+            if self.started and self.artifact_id is not None:  # open, nothing held: close it with an empty chunk
+                return [self._chunk("", last=True)]
+            return []
+        return [self._chunk(p, last=i == len(pieces) - 1) for i, p in enumerate(pieces)]
+
+    def text_state(self) -> TextState:
+        """The text artifact and the text not yet written, as a checkpoint keeps them."""
+        return TextState(self.artifact_id, self.started, (self.held or "") + "".join(self.open))
+
+    def reset_text(self, parts: list[m.Part]) -> Event:
+        """Replace the text artifact with `parts` plus the held text (a resumed run undoes text written after
+        its checkpoint, which the agent will produce again)."""
+        if self.artifact_id is None:
+            self.artifact_id = self.ids()
+        held = (self.held or "") + "".join(self.open)
+        self.held, self.open = None, []
+        content = [*parts, m.Part(text=held)] if held or not parts else list(parts)
+        self.started = True
+        return m.TaskArtifactUpdateEvent(
+            task_id=self.task_id, context_id=self.context_id,
+            artifact=m.Artifact(artifact_id=self.artifact_id, name=TEXT_ARTIFACT_NAME, parts=content),
+            append=False, last_chunk=False,
+        )
+
+    def _chunk(self, text: str, *, last: bool) -> m.TaskArtifactUpdateEvent:
+        if self.artifact_id is None:
+            self.artifact_id = self.ids()
+            self.started = False
+        ev = m.TaskArtifactUpdateEvent(
+            task_id=self.task_id,
+            context_id=self.context_id,
+            artifact=m.Artifact(artifact_id=self.artifact_id, name=TEXT_ARTIFACT_NAME, parts=[m.Part(text=text)]),
+            append=self.started,
+            last_chunk=last,
+        )
+        self.started = True
+        if last:
+            self.artifact_id = None
+            self.started = False
+        return ev
+
+    # --- outputs ------------------------------------------------------------------------------------
+
+    def output(self, out: AgentOutput) -> list[Event]:
+        """The events for one agent output (text is buffered: none yet); InvalidTransition for junk."""
+        if isinstance(out, str):
+            self.open.append(out)
+            return []
+        if isinstance(out, InternalEvent):
+            return []
+        if isinstance(out, Status):
+            return [*self.close_text(), self.status(out.state, out.text, out.parts, out.metadata)]
+        if isinstance(out, ArtifactChunk):
+            return [*self.close_text(), m.TaskArtifactUpdateEvent(
+                task_id=self.task_id, context_id=self.context_id, artifact=out.artifact, append=out.append,
+                last_chunk=out.last_chunk)]
+        if isinstance(out, m.Artifact):
+            return [*self.close_text(), m.TaskArtifactUpdateEvent(
+                task_id=self.task_id, context_id=self.context_id, artifact=out, last_chunk=True)]
+        if isinstance(out, m.Message):
+            return [*self.close_text(), self.status(m.TaskState.WORKING, parts=out.parts)]
+        raise InvalidTransition(f"an agent cannot yield {type(out).__name__}")
+
+    def status(self, state: m.TaskState, text: str | None = None, parts: list[m.Part] | None = None,
+               metadata: dict[str, Any] | None = None) -> m.TaskStatusUpdateEvent:
+        """A status update, with an agent message when there is text or parts."""
+        message = None
+        if text is not None or parts:
+            message = m.Message(message_id=self.ids(), role=m.Role.AGENT, parts=parts or [m.Part(text=text or "")],
+                                task_id=self.task_id, context_id=self.context_id)
+        return m.TaskStatusUpdateEvent(task_id=self.task_id, context_id=self.context_id,
+                                       status=m.TaskStatus(state=state, message=message, timestamp=self.clock()),
+                                       metadata=metadata)
+
+    # --- endings ------------------------------------------------------------------------------------
+
+    def finish(self) -> list[Event]:
+        """The agent returned: the rest of the text, then `completed`."""
+        return [*self.close_text(), self.status(m.TaskState.COMPLETED)]
+
+    def fail(self, reason: str) -> list[Event]:
+        """The run failed: the text so far, then `failed` with the reason."""
+        return [*self.close_text(), self.status(m.TaskState.FAILED, reason)]
+
+    def cancel(self, metadata: dict[str, Any] | None = None) -> list[Event]:
+        """The task was canceled: held text is dropped, the task ends `canceled`."""
+        self.held, self.open = None, []
+        return [self.status(m.TaskState.CANCELED, metadata=metadata or None)]

@@ -1,0 +1,547 @@
+"""The TaskStore contract (parley.tasks.store), run against every store: memory and SQLite.
+
+A commit appends entries after an expected sequence number (compare-and-set) together with its
+side effects (idempotency key, checkpoint, links, lease) and one change-feed row, atomically:
+a refused commit leaves no trace of any part of it.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from parley.protocol import models as m
+from parley.tasks.log import Entry, apply, fold
+from parley.tasks.memory_store import MemoryTaskStore
+from parley.tasks.sqlite_store import SqliteTaskStore
+from parley.tasks.store import (
+    Commit,
+    DuplicateMessage,
+    Lease,
+    MessageKey,
+    SequenceConflict,
+    StoreError,
+    TaskLink,
+    TaskRecord,
+    TaskStore,
+    encode_cursor,
+    fingerprint,
+    make_query,
+)
+
+S = m.TaskState
+
+
+def msg(mid: str, text: str, role: m.Role = m.Role.USER, task_id: str = "t1") -> m.Message:
+    return m.Message(message_id=mid, role=role, parts=[m.Part(text=text)], task_id=task_id, context_id="c1")
+
+
+def status(state: m.TaskState, text: str | None = None, *, task_id: str = "t1",
+           ts: str | None = None) -> m.TaskStatusUpdateEvent:
+    message = msg(f"agent-{text}", text, m.Role.AGENT, task_id) if text is not None else None
+    return m.TaskStatusUpdateEvent(task_id=task_id, context_id="c1",
+                                   status=m.TaskStatus(state=state, message=message, timestamp=ts))
+
+
+def art(aid: str, text: str, *, task_id: str = "t1") -> m.TaskArtifactUpdateEvent:
+    return m.TaskArtifactUpdateEvent(task_id=task_id, context_id="c1",
+                                     artifact=m.Artifact(artifact_id=aid, parts=[m.Part(text=text)]))
+
+
+def new_task(task_id: str = "t1", *, context_id: str = "c1", state: m.TaskState = S.SUBMITTED,
+             ts: str | None = "2025-01-01T00:00:00.000Z") -> m.Task:
+    return m.Task(id=task_id, context_id=context_id, status=m.TaskStatus(state=state, timestamp=ts),
+                  history=[msg("u1", "hello", task_id=task_id)])
+
+
+def key(mid: str = "m-1", *, agent: str = "echo", owner: str = "alice", content: str = "hello") -> MessageKey:
+    return MessageKey(agent, owner, mid, fingerprint(msg(mid, content)))
+
+
+def record(task: m.Task, *, agent: str = "echo", owner: str = "alice", updated: float = 1000.0,
+           created: float = 1000.0, parent: str | None = None) -> TaskRecord:
+    return TaskRecord(task=task, agent_id=agent, owner=owner, seq=1, updated_at=updated, created_at=created,
+                      parent_task_id=parent)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TaskStore]:
+    s: TaskStore = MemoryTaskStore() if request.param == "memory" else SqliteTaskStore(tmp_path / "sub" / "t.db")
+    yield s
+    await s.close()
+
+
+async def put(store: TaskStore, task: m.Task, *, message: MessageKey | None = None, lease: Lease | None = None,
+              **kw: object) -> TaskRecord:
+    rec = record(task, **kw)  # type: ignore[arg-type]
+    await store.create(rec, Entry(1, task), message or key(f"msg-{task.id}"), lease=lease)
+    return rec
+
+
+async def advance(store: TaskStore, task_id: str, *events: object, at: float = 2000.0, **effects: object) -> int:
+    """Append `events` after the stored end of the log, with `effects` in the same commit."""
+    rec = await store.get(task_id)
+    assert rec is not None
+    entries = [Entry(rec.seq + i, ev) for i, ev in enumerate(events, 1)]
+    snapshot = fold(rec.task, events)  # type: ignore[arg-type]
+    return await store.commit(Commit(task_id=task_id, expected_seq=rec.seq, entries=entries, snapshot=snapshot,
+                                     updated_at=at, **effects))  # type: ignore[arg-type]
+
+
+def query(req: m.ListTasksRequest | None = None, *, agent: str = "echo", owner: str = "alice"):
+    return make_query(agent, owner, req or m.ListTasksRequest())
+
+
+# --- tasks and logs ------------------------------------------------------------------------------------------------
+
+
+async def test_create_and_get(store: TaskStore) -> None:
+    task = new_task()
+    await put(store, task, updated=1234.5, created=1200.25, parent="p0")
+    got = await store.get("t1")
+    assert got is not None
+    assert got.task == task
+    assert (got.agent_id, got.owner, got.seq, got.updated_at, got.created_at, got.parent_task_id) == (
+        "echo", "alice", 1, 1234.5, 1200.25, "p0")
+    assert await store.get("nope") is None
+    log = await store.events_after("t1", 0)
+    assert [e.seq for e in log] == [1] and log[0].event == task
+
+
+async def test_reads_scoped_by_agent_and_owner(store: TaskStore) -> None:
+    await put(store, new_task(), agent="echo", owner="alice")
+    assert (await store.get("t1", agent_id="echo", owner="alice")) is not None
+    assert (await store.get("t1", owner="alice")) is not None
+    assert await store.get("t1", owner="bob") is None
+    assert await store.get("t1", agent_id="interviewer") is None
+    assert await store.get("t1", agent_id="interviewer", owner="alice") is None
+
+
+async def test_append_and_events_after(store: TaskStore) -> None:
+    await put(store, new_task())
+    events = [status(S.WORKING, ts="2025-01-01T00:00:01.000Z"), art("a1", "chunk"),
+              status(S.INPUT_REQUIRED, "why?", ts="2025-01-01T00:00:02.000Z")]
+    await advance(store, "t1", events[0], at=2000.0)
+    await advance(store, "t1", *events[1:], at=2001.5)
+    answer = msg("u2", "because")
+    await advance(store, "t1", answer, at=2002.0)
+
+    got = await store.get("t1")
+    assert got is not None
+    expected = fold(new_task(), [*events, answer])
+    assert got.task == expected and got.seq == 5 and got.updated_at == 2002.0
+    log = await store.events_after("t1", 0)
+    assert [e.seq for e in log] == [1, 2, 3, 4, 5]
+    assert [e.kind for e in log] == ["task", "status", "artifact", "status", "message"]
+    assert [e.event for e in log[1:]] == [*events, answer]
+    assert [e.seq for e in await store.events_after("t1", 3)] == [4, 5]
+    assert await store.events_after("t1", 5) == []
+    assert await store.events_after("unknown", 0) == []
+
+
+async def test_the_committed_snapshot_is_what_get_returns_whatever_the_caller_does_next(store: TaskStore) -> None:
+    """The engine folds into a new copy after a commit; what was committed stays as it was."""
+    await put(store, new_task())
+    rec = await store.get("t1")
+    assert rec is not None
+    working = fold(rec.task, [status(S.WORKING)])
+    await store.append("t1", 1, [Entry(2, status(S.WORKING))], working, 5.0)
+    later = fold(working, [art("a", "more")])  # folding on does not touch the committed snapshot
+    assert later is not working and working.artifacts is None
+    got = await store.get("t1")
+    assert got is not None and got.task.artifacts is None and got.task.status.state is S.WORKING
+
+
+async def test_logs_are_per_task(store: TaskStore) -> None:
+    await put(store, new_task("t1"))
+    await put(store, new_task("t2"))
+    await advance(store, "t2", status(S.WORKING, task_id="t2"))
+    assert [e.seq for e in await store.events_after("t1", 0)] == [1]
+    assert [e.seq for e in await store.events_after("t2", 0)] == [1, 2]
+
+
+# --- compare-and-set -----------------------------------------------------------------------------------------------
+
+
+async def test_append_with_a_stale_sequence_number_is_a_conflict_and_writes_nothing(store: TaskStore) -> None:
+    await put(store, new_task())
+    await advance(store, "t1", status(S.WORKING))
+    before = await store.get("t1")
+    changes = await store.changes_after(0)
+    # A second writer that read the task at seq 1 tries to append its own entry 2.
+    stale = fold(new_task(), [status(S.CANCELED)])
+    with pytest.raises(SequenceConflict) as info:
+        await store.commit(Commit(task_id="t1", expected_seq=1, entries=[Entry(2, status(S.CANCELED))],
+                                  snapshot=stale, updated_at=9.0, checkpoint={"x": 1},
+                                  links=[TaskLink("t1", "http://x/a2a/y", "c9", "y", 1.0)], release_lease=True,
+                                  message=key("m-late")))
+    assert (info.value.expected, info.value.actual) == (1, 2)
+    assert await store.get("t1") == before
+    assert [e.event for e in await store.events_after("t1", 1)] == [status(S.WORKING)]
+    assert await store.get_checkpoint("t1") is None
+    assert await store.links("t1") == []
+    assert await store.find_message(key("m-late")) is None
+    assert await store.changes_after(0) == changes
+
+
+async def test_appending_to_a_task_that_does_not_exist_is_a_conflict(store: TaskStore) -> None:
+    with pytest.raises(SequenceConflict) as info:
+        await store.append("ghost", 1, [Entry(2, status(S.WORKING, task_id="ghost"))], new_task("ghost"), 1.0)
+    assert info.value.actual is None
+    assert await store.get("ghost") is None and await store.events_after("ghost", 0) == []
+
+
+async def test_creating_a_task_twice_is_a_conflict(store: TaskStore) -> None:
+    await put(store, new_task(), message=key("m-1"))
+    with pytest.raises(SequenceConflict):
+        await put(store, new_task(state=S.WORKING), message=key("m-2"))
+    got = await store.get("t1")
+    assert got is not None and got.task.status.state is S.SUBMITTED
+    assert await store.find_message(key("m-2")) is None
+
+
+async def test_a_commit_with_a_gap_in_its_sequence_numbers_is_refused(store: TaskStore) -> None:
+    await put(store, new_task())
+    with pytest.raises(ValueError, match="does not follow"):
+        await store.commit(Commit(task_id="t1", expected_seq=1, entries=[Entry(3, status(S.WORKING))],
+                                  snapshot=new_task(), updated_at=1.0))
+    assert [e.seq for e in await store.events_after("t1", 0)] == [1]
+
+
+# --- idempotency keys ----------------------------------------------------------------------------------------------
+
+
+async def test_a_message_key_is_insert_if_absent(store: TaskStore) -> None:
+    await put(store, new_task("t1"), message=key("m-1"))
+    assert await store.find_message(key("m-1")) == "t1"
+    with pytest.raises(DuplicateMessage) as info:
+        await put(store, new_task("t2"), message=key("m-1"))
+    assert info.value.task_id == "t1"
+    assert await store.get("t2") is None and await store.events_after("t2", 0) == []
+    assert [c.task_id for c in await store.changes_after(0)] == ["t1"]
+
+
+async def test_message_keys_are_scoped_and_content_aware(store: TaskStore) -> None:
+    await put(store, new_task("t1"), message=key("m-1"))
+    assert await store.find_message(key("m-1", owner="bob")) is None
+    assert await store.find_message(key("m-1", agent="interviewer")) is None
+    assert await store.find_message(key("m-1", content="something else")) is None  # not a retry
+    await put(store, new_task("t2"), message=key("m-1", content="something else"))
+    assert await store.find_message(key("m-1", content="something else")) == "t2"
+    assert await store.find_message(key("m-1")) == "t1"
+
+
+async def test_a_continuation_records_its_message_key_with_its_entries(store: TaskStore) -> None:
+    await put(store, new_task(state=S.INPUT_REQUIRED))
+    answer = msg("m-2", "because")
+    await advance(store, "t1", answer, status(S.WORKING), message=key("m-2", content="because"))
+    assert await store.find_message(key("m-2", content="because")) == "t1"
+    with pytest.raises(DuplicateMessage):  # the same answer again, by another writer
+        await advance(store, "t1", answer, status(S.WORKING), message=key("m-2", content="because"))
+    assert [e.seq for e in await store.events_after("t1", 0)] == [1, 2, 3]
+
+
+def test_fingerprints_tell_messages_apart() -> None:
+    a = msg("m-1", "hello")
+    assert fingerprint(a) == fingerprint(msg("m-1", "hello"))
+    assert fingerprint(a) != fingerprint(msg("m-1", "hello!"))
+    assert fingerprint(a) != fingerprint(msg("m-1", "hello", task_id="t2"))
+
+
+# --- checkpoints and links -------------------------------------------------------------------------------------------
+
+
+async def test_checkpoints_are_written_and_dropped_with_commits(store: TaskStore) -> None:
+    await put(store, new_task())
+    assert await store.get_checkpoint("t1") is None
+    await advance(store, "t1", status(S.WORKING), checkpoint={"step": 1, "nested": {"a": [1, 2]}})
+    assert await store.get_checkpoint("t1") == {"step": 1, "nested": {"a": [1, 2]}}
+    await advance(store, "t1", art("a", "x"), checkpoint={"step": 2})
+    assert await store.get_checkpoint("t1") == {"step": 2}
+    await advance(store, "t1", art("a", "y"))  # a commit without a checkpoint keeps the last one
+    assert await store.get_checkpoint("t1") == {"step": 2}
+    await advance(store, "t1", status(S.COMPLETED), drop_checkpoint=True)
+    assert await store.get_checkpoint("t1") is None
+
+
+async def test_links_are_kept_once_and_in_order(store: TaskStore) -> None:
+    await put(store, new_task("p"))
+    await put(store, new_task("q"))
+    await advance(store, "p", status(S.WORKING, task_id="p"), links=[
+        TaskLink("p", "http://a/a2a/x", "c1", "x", 1.0), TaskLink("p", "http://b/a2a/y", "c2", None, 2.0)])
+    await advance(store, "p", art("z", "x", task_id="p"),
+                  links=[TaskLink("p", "http://a/a2a/x", "c1", "x", 3.0)])  # announced again on a later turn
+    await advance(store, "q", status(S.WORKING, task_id="q"), links=[TaskLink("q", "http://a/a2a/x", "c3", "x", 1.0)])
+    links = await store.links("p")
+    assert [(k.child_url, k.child_task_id, k.agent) for k in links] == [
+        ("http://a/a2a/x", "c1", "x"), ("http://b/a2a/y", "c2", None)]
+    assert all(k.parent_task_id == "p" and k.created_at > 0 for k in links)
+    assert await store.links("nope") == []
+
+
+# --- leases --------------------------------------------------------------------------------------------------------
+
+
+async def test_a_lease_is_taken_renewed_and_released_with_commits(store: TaskStore) -> None:
+    await put(store, new_task(), lease=Lease("A", 100.0))
+    assert await store.lease("t1") == Lease("A", 100.0)
+    assert await store.renew_leases("A", ["t1", "nope"], 200.0) == {"t1"}
+    assert await store.lease("t1") == Lease("A", 200.0)
+    assert await store.renew_leases("B", ["t1"], 900.0) == set()  # not B's
+    assert await store.lease("t1") == Lease("A", 200.0)
+    await advance(store, "t1", status(S.INPUT_REQUIRED, "?"), release_lease=True)  # settled: nobody runs it
+    assert await store.lease("t1") is None
+    await advance(store, "t1", msg("u2", "x"), status(S.WORKING), lease=Lease("B", 300.0))  # continued by B
+    assert await store.lease("t1") == Lease("B", 300.0)
+    await store.release_leases("A", ["t1"])  # A has nothing to give back
+    assert await store.lease("t1") == Lease("B", 300.0)
+    await store.release_leases("B", ["t1"])
+    assert await store.lease("t1") is None
+
+
+async def test_only_orphaned_unfinished_tasks_are_claimed(store: TaskStore) -> None:
+    await put(store, new_task("live", state=S.WORKING), lease=Lease("A", 100.0))
+    await put(store, new_task("expired", state=S.WORKING), lease=Lease("A", 10.0))
+    await put(store, new_task("unleased", state=S.SUBMITTED))
+    await put(store, new_task("done", state=S.COMPLETED), lease=Lease("A", 10.0))
+    await put(store, new_task("asking", state=S.INPUT_REQUIRED))
+    claimed = await store.claim_orphans("B", now=50.0, expires_at=80.0)
+    assert sorted(r.task.id for r in claimed) == ["expired", "unleased"]
+    assert await store.lease("expired") == Lease("B", 80.0) and await store.lease("unleased") == Lease("B", 80.0)
+    assert await store.lease("live") == Lease("A", 100.0)
+    assert await store.claim_orphans("C", now=60.0, expires_at=90.0) == []  # B's leases are live now
+    # On a store no other process writes, every lease but ours belongs to a dead process.
+    taken = await store.claim_orphans("C", now=60.0, expires_at=90.0, any_other_holder=True)
+    assert sorted(r.task.id for r in taken) == ["expired", "live", "unleased"]
+    assert {(await store.lease(t)) for t in ("expired", "live", "unleased")} == {Lease("C", 90.0)}
+    assert await store.claim_orphans("C", now=60.0, expires_at=95.0, any_other_holder=True) == []
+
+
+# --- the change feed -------------------------------------------------------------------------------------------------
+
+
+async def test_every_commit_adds_one_change_in_global_order(store: TaskStore) -> None:
+    p1 = await put(store, new_task("a"), owner="alice")
+    pos_a = (await store.changes_after(0))[-1].position
+    await put(store, new_task("b"), agent="interviewer", owner="bob")
+    pos = await advance(store, "a", status(S.WORKING, task_id="a"), art("x", "y", task_id="a"), at=3000.0)
+    changes = await store.changes_after(0)
+    assert [(c.task_id, c.agent_id, c.owner, c.seq, c.state) for c in changes] == [
+        ("a", "echo", "alice", 1, S.SUBMITTED), ("b", "interviewer", "bob", 1, S.SUBMITTED),
+        ("a", "echo", "alice", 3, S.WORKING)]
+    assert [c.position for c in changes] == sorted({c.position for c in changes})
+    assert changes[-1].position == pos and changes[-1].at == 3000.0
+    assert [c.task_id for c in await store.changes_after(pos_a)] == ["b", "a"]
+    assert [c.task_id for c in await store.changes_after(pos_a, limit=1)] == ["b"]
+    assert await store.changes_after(pos) == []
+    assert p1.task.id == "a"
+
+
+# --- ListTasks -------------------------------------------------------------------------------------------------------
+
+
+async def test_list_filters(store: TaskStore) -> None:
+    await put(store, new_task("a", context_id="c1", state=S.COMPLETED), updated=10)
+    await put(store, new_task("b", context_id="c2", state=S.WORKING), updated=20)
+    await put(store, new_task("c", context_id="c1", state=S.WORKING), updated=30)
+    await put(store, new_task("d", context_id="c1", state=S.WORKING), owner="bob", updated=40)
+    await put(store, new_task("e", context_id="c1", state=S.WORKING), agent="interviewer", updated=50)
+
+    page = await store.list(query())
+    assert [r.task.id for r in page.records] == ["c", "b", "a"]  # newest update first
+    assert page.total == 3 and page.next_cursor is None
+    page = await store.list(query(m.ListTasksRequest(context_id="c1")))
+    assert [r.task.id for r in page.records] == ["c", "a"] and page.total == 2
+    page = await store.list(query(m.ListTasksRequest(status=S.WORKING)))
+    assert [r.task.id for r in page.records] == ["c", "b"]
+    page = await store.list(query(m.ListTasksRequest(context_id="c1", status=S.COMPLETED)))
+    assert [r.task.id for r in page.records] == ["a"]
+    page = await store.list(query(m.ListTasksRequest(status=S.REJECTED)))
+    assert page.records == [] and page.total == 0 and page.next_cursor is None
+    assert [r.task.id for r in (await store.list(query(owner="bob"))).records] == ["d"]
+    assert [r.task.id for r in (await store.list(query(agent="interviewer"))).records] == ["e"]
+    assert (await store.list(query(owner="carol"))).records == []
+
+
+async def test_list_sees_appended_state(store: TaskStore) -> None:
+    await put(store, new_task("a", state=S.WORKING), updated=10)
+    await advance(store, "a", status(S.COMPLETED, task_id="a", ts="2025-01-02T00:00:00.000Z"), at=99.0)
+    assert [r.task.id for r in (await store.list(query(m.ListTasksRequest(status=S.COMPLETED)))).records] == ["a"]
+    assert (await store.list(query(m.ListTasksRequest(status=S.WORKING)))).records == []
+    page = await store.list(query(m.ListTasksRequest(status_timestamp_after="2025-01-02T00:00:00Z")))
+    assert [r.task.id for r in page.records] == ["a"]
+    assert page.records[0].updated_at == 99.0
+
+
+@pytest.mark.parametrize("page_size", [1, 2, 3, 7, 100])
+async def test_pagination_has_no_duplicates_or_gaps(store: TaskStore, page_size: int) -> None:
+    # Many tasks share one updated_at: the task id breaks ties, so pages neither repeat nor skip.
+    stamps = [1717171717.123456] * 6 + [1717171718.5, 1717171716.25, 1717171716.25, 0.1 + 0.2]
+    for i, ts in enumerate(stamps):
+        await put(store, new_task(f"task-{i:02d}"), updated=ts)
+    await put(store, new_task("other-owner"), owner="bob", updated=1717171717.123456)
+    expected = [f"task-{i:02d}" for i in sorted(range(len(stamps)), key=lambda i: (stamps[i], f"task-{i:02d}"),
+                                                    reverse=True)]
+    seen: list[str] = []
+    token = ""
+    pages = 0
+    while True:
+        page = await store.list(query(m.ListTasksRequest(page_size=page_size, page_token=token or None)))
+        pages += 1
+        assert page.total == len(stamps)
+        assert 0 < len(page.records) <= page_size
+        seen.extend(r.task.id for r in page.records)
+        token = encode_cursor(page.next_cursor)
+        if not token:
+            break
+        assert pages <= len(stamps)
+    assert seen == expected
+    assert pages == -(-len(stamps) // page_size)
+
+
+async def test_exact_page_has_no_next_cursor(store: TaskStore) -> None:
+    for i in range(4):
+        await put(store, new_task(f"t{i}"), updated=float(i))
+    page = await store.list(query(m.ListTasksRequest(page_size=4)))
+    assert len(page.records) == 4 and page.next_cursor is None
+    page = await store.list(query(m.ListTasksRequest(page_size=3)))
+    assert page.next_cursor == (1.0, "t1")
+
+
+async def test_status_timestamp_after_is_inclusive(store: TaskStore) -> None:
+    await put(store, new_task("t0", ts="2025-01-01T00:00:00.000Z"), updated=1)
+    await put(store, new_task("t1", ts="2025-01-01T00:00:01.000Z"), updated=2)
+    await put(store, new_task("t2", ts="2025-01-01T00:00:02.000Z"), updated=3)
+    await put(store, new_task("tn", ts=None), updated=4)
+
+    async def after(value: str) -> list[str]:
+        return sorted(r.task.id for r in (await store.list(query(m.ListTasksRequest(status_timestamp_after=value))))
+                      .records)
+
+    assert await after("2025-01-01T00:00:01.000Z") == ["t1", "t2"]
+    assert await after("2025-01-01T01:00:01+01:00") == ["t1", "t2"]
+    assert await after("2025-01-01T00:00:01.001Z") == ["t2"]
+    assert await after("2025-01-01T00:00:03Z") == []
+
+
+# --- push configs ----------------------------------------------------------------------------------------------------
+
+
+async def test_push_config_crud(store: TaskStore) -> None:
+    cfg1 = m.TaskPushNotificationConfig(url="https://a", task_id="t1", id="p1", token="tok",
+                                        authentication=m.AuthenticationInfo(scheme="Bearer", credentials="c"))
+    cfg2 = m.TaskPushNotificationConfig(url="https://b", task_id="t1", id="p2")
+    other = m.TaskPushNotificationConfig(url="https://c", task_id="t2", id="p1")
+    for cfg in (cfg1, cfg2, other):
+        await store.put_push_config(cfg)
+    assert await store.get_push_config("t1", "p1") == cfg1
+    assert await store.get_push_config("t2", "p1") == other
+    assert await store.get_push_config("t1", "nope") is None
+    assert sorted(await store.list_push_configs("t1"), key=lambda c: c.id) == [cfg1, cfg2]
+    replaced = m.TaskPushNotificationConfig(url="https://a2", task_id="t1", id="p1")
+    await store.put_push_config(replaced)
+    assert await store.get_push_config("t1", "p1") == replaced
+    assert await store.delete_push_config("t1", "p1") is True
+    assert await store.delete_push_config("t1", "p1") is False
+    assert await store.list_push_configs("t1") == [cfg2]
+
+
+# --- SQLite: one process, reopening, migrations ------------------------------------------------------------------------
+
+
+async def test_sqlite_keeps_everything_across_a_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "p.db"
+    first = SqliteTaskStore(path)
+    await put(first, new_task(), message=key("m-1"), lease=Lease("A", 50.0), parent="up")
+    await advance(first, "t1", status(S.WORKING), checkpoint={"k": 1},
+                  links=[TaskLink("t1", "http://a/a2a/x", "c1", "x", 1.0)])
+    await first.put_push_config(m.TaskPushNotificationConfig(url="u", task_id="t1", id="p"))
+    await first.close()
+    second = SqliteTaskStore(path)
+    try:
+        got = await second.get("t1")
+        assert got is not None and got.task.status.state is S.WORKING and got.parent_task_id == "up"
+        assert await second.find_message(key("m-1")) == "t1"
+        assert await second.get_checkpoint("t1") == {"k": 1}
+        assert [k.child_task_id for k in await second.links("t1")] == ["c1"]
+        assert await second.lease("t1") == Lease("A", 50.0)
+        assert [c.seq for c in await second.changes_after(0)] == [1, 2]
+        assert await second.get_push_config("t1", "p") is not None
+    finally:
+        await second.close()
+
+
+async def test_a_second_process_on_the_same_sqlite_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "one.db"
+    first = SqliteTaskStore(path)
+    try:
+        with pytest.raises(StoreError) as info:
+            SqliteTaskStore(path)
+        assert str(path) in str(info.value) and f"pid {os.getpid()}" in str(info.value)
+    finally:
+        await first.close()
+    again = SqliteTaskStore(path)  # released on close: the next one opens it
+    await again.close()
+
+
+async def test_an_older_sqlite_schema_is_migrated(tmp_path: Path) -> None:
+    """A database written before leases and the change feed (schema 1) opens, keeps its tasks and works on."""
+    path = tmp_path / "old.db"
+    task = new_task(state=S.WORKING)
+    db = sqlite3.connect(path)
+    db.executescript("""
+        CREATE TABLE tasks (id TEXT PRIMARY KEY, agent_id TEXT NOT NULL, owner TEXT NOT NULL,
+            context_id TEXT NOT NULL, state TEXT NOT NULL, status_ts TEXT, snapshot BLOB NOT NULL,
+            seq INTEGER NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL, parent_task_id TEXT);
+        CREATE TABLE events (task_id TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, payload BLOB NOT NULL,
+            PRIMARY KEY (task_id, seq)) WITHOUT ROWID;
+        CREATE TABLE message_ids (agent_id TEXT NOT NULL, owner TEXT NOT NULL, message_id TEXT NOT NULL,
+            task_id TEXT NOT NULL, PRIMARY KEY (agent_id, owner, message_id)) WITHOUT ROWID;
+        CREATE TABLE checkpoints (task_id TEXT PRIMARY KEY, state BLOB NOT NULL) WITHOUT ROWID;
+        CREATE TABLE task_links (parent_task_id TEXT NOT NULL, child_url TEXT NOT NULL, child_task_id TEXT NOT NULL,
+            agent TEXT, created_at REAL NOT NULL, PRIMARY KEY (parent_task_id, child_url, child_task_id)) WITHOUT ROWID;
+        CREATE TABLE push_configs (task_id TEXT NOT NULL, id TEXT NOT NULL, config BLOB NOT NULL,
+            PRIMARY KEY (task_id, id)) WITHOUT ROWID;
+    """)
+    import msgspec
+
+    db.execute("INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+               ("t1", "echo", "alice", "c1", S.WORKING.value, None, msgspec.json.encode(task), 2, 1.0, 2.0, None))
+    db.execute("INSERT INTO events VALUES (?,?,?,?)", ("t1", 1, "task", msgspec.json.encode(new_task())))
+    db.execute("INSERT INTO events VALUES (?,?,?,?)", ("t1", 2, "status", msgspec.json.encode(status(S.WORKING))))
+    db.execute("INSERT INTO message_ids VALUES (?,?,?,?)", ("echo", "alice", "m-1", "t1"))
+    db.commit()
+    db.close()
+    store = SqliteTaskStore(path)
+    try:
+        got = await store.get("t1")
+        assert got is not None and got.task == task and got.seq == 2
+        assert await store.lease("t1") is None
+        claimed = await store.claim_orphans("me", now=5.0, expires_at=9.0)  # left working: an orphan now
+        assert [r.task.id for r in claimed] == ["t1"]
+        await advance(store, "t1", status(S.COMPLETED), release_lease=True)
+        assert [e.seq for e in await store.events_after("t1", 0)] == [1, 2, 3]
+        assert [c.seq for c in await store.changes_after(0)] == [3]
+    finally:
+        await store.close()
+    version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
+    assert version == 2
+
+
+async def test_a_newer_sqlite_schema_is_refused_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA user_version=99")
+    db.close()
+    for _ in range(2):  # the refused open gave its lock back: the second one fails the same way
+        with pytest.raises(StoreError, match="newer Parley"):
+            SqliteTaskStore(path)
+
+
+def test_apply_is_what_fold_uses() -> None:
+    task = new_task()
+    assert fold(task, [status(S.WORKING)]) == apply(new_task(), status(S.WORKING))
