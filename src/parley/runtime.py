@@ -22,6 +22,7 @@ from parley.agents.base import Agent
 from parley.hub.delegation import Delegator
 from parley.server.access import Authenticator, Authorizer, RateLimiter
 from parley.server.cards import Cards
+from parley.server.local import LocalAgents
 from parley.server.pipeline import Pipeline
 from parley.server.service import A2AService
 from parley.settings import Settings
@@ -64,8 +65,10 @@ class Runtime:
         self.settings = settings or Settings()
         self.store = store or open_store(self.settings.db)
         self.bus = bus or LocalBus()
-        self.delegator = Delegator(self_url=self.settings.reachable_self_url)
         self.cards = Cards(agents, self.settings)
+        # Delegations to this server's own agents run in process, through the pipeline built below.
+        self.local = LocalAgents(lambda: self.pipeline, agents, self.default_agent, self.cards, self._base_urls)
+        self.delegator = Delegator(self_url=self.settings.reachable_self_url, local=self.local)
         self.engine = TaskEngine(self.store, agents, bus=self.bus, delegator=self.delegator,
                                  cancel_child=self.delegator.cancel_link, lease_seconds=self.settings.lease_seconds)
         self.service = A2AService(self.engine, card=self.cards.card,
@@ -89,6 +92,10 @@ class Runtime:
         finally:
             await self.bus.close()
             await self.store.close()
+
+    def _base_urls(self) -> list[str]:
+        """The base URLs that name this server (where it reaches itself, and where clients reach it)."""
+        return [u for u in (self.settings.reachable_self_url(), self.settings.public_url) if u]
 
     def agent_id(self, name: str | None) -> str | None:
         """The hosted agent `name` names (None or "" is the default agent); None if there is none."""

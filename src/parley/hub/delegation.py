@@ -81,6 +81,7 @@ import httpx
 
 from parley.agents.base import AgentOutput, ArtifactChunk, InternalEvent, RunContext, Status, new_id
 from parley.client import A2AClient, ClientError
+from parley.client.card import fetch_card
 from parley.protocol import models as m
 from parley.protocol.errors import A2AError
 from parley.protocol.states import is_interrupted, is_settled
@@ -232,6 +233,8 @@ class Delegator:
         bindings: A2A bindings to use, in order of preference (HTTP ones).
         version: force an A2A version ("1.0" or "0.3"); default: the card's first.
         timeout: HTTP connect/write timeout in seconds (streams have no read timeout).
+        local: the agents of this server (:class:`parley.server.local.LocalAgents`): a target among
+            them is called in process, as the caller's principal, instead of over HTTP.
     """
 
     def __init__(
@@ -248,6 +251,7 @@ class Delegator:
         bindings: Sequence[str] = DEFAULT_BINDINGS,
         version: str | None = None,
         timeout: float = 30.0,
+        local: Any = None,
     ) -> None:
         if relay not in ("own", "same", "none"):
             raise ValueError(f"relay must be 'own', 'same' or 'none', not {relay!r}")
@@ -264,6 +268,7 @@ class Delegator:
         self.bindings = list(bindings)
         self.version = version
         self.timeout = timeout
+        self.local = local
 
     # --- addresses ---------------------------------------------------------------------
 
@@ -349,15 +354,15 @@ class Delegator:
             await self.cancel(res.url, res.task_id)
         return res
 
-    async def cancel_link(self, link: TaskLink) -> None:
-        """Cancel the child task a delegation link names (best effort, see :meth:`cancel`)."""
-        await self.cancel(link.child_url, link.child_task_id)
+    async def cancel_link(self, link: TaskLink, owner: str | None = None) -> None:
+        """Cancel the child task a delegation link names, as `owner` (best effort, see :meth:`cancel`)."""
+        await self.cancel(link.child_url, link.child_task_id, owner)
 
-    async def cancel(self, url: str, task_id: str) -> None:
+    async def cancel(self, url: str, task_id: str, owner: str | None = None) -> None:
         """Best-effort CancelTask of a delegated task, bounded by `cancel_timeout`."""
 
         async def go() -> None:
-            async with await self._connect(url) as client:
+            async with await self._connect(url, owner) as client:
                 await client.cancel(task_id)
 
         try:
@@ -365,7 +370,20 @@ class Delegator:
         except (TimeoutError, A2AError, ClientError, httpx.HTTPError) as exc:
             log.info("could not cancel delegated task %s at %s: %s", task_id, url, exc)
 
-    async def _connect(self, url: str) -> A2AClient:
+    async def card(self, url: str) -> m.AgentCard:
+        """The card of the agent at `url`: read in process for an agent of this server, else fetched."""
+        local = self.local.card(url) if self.local is not None else None
+        if local is not None:
+            return local
+        async with httpx.AsyncClient(timeout=self.timeout, headers=self.headers or None) as http:
+            return await fetch_card(http, url)
+
+    async def _connect(self, url: str, owner: str | None = None) -> A2AClient:
+        """A client for `url`: in process for an agent of this server (calling as `owner`), else over HTTP."""
+        if self.local is not None and owner is not None:
+            transport = self.local.transport(url, owner)
+            if transport is not None:
+                return A2AClient(transport, self.local.card(url))
         return await A2AClient.connect(url, version=self.version, bindings=self.bindings or None,
                                        headers=self.headers or None,
                                        timeout=httpx.Timeout(self.timeout, read=None))
@@ -484,7 +502,7 @@ class Delegation:
             client: A2AClient | None = None
             stream: AsyncIterator[m.StreamEvent] | None = None
             try:
-                client = await d._connect(res.url)
+                client = await d._connect(res.url, self.ctx.owner or None)
                 if self.name is None and client.card is not None and client.card.name:
                     res.agent = client.card.name
                 stream = client.stream(msg)

@@ -33,12 +33,10 @@ from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequen
 from contextlib import aclosing
 from typing import Any
 
-import httpx
 
 import parley.agents.llm  # noqa: F401  (loads first: agents.tools.base and agents.llm import each other)
 from parley.agents.base import Agent, AgentOutput, RunContext
 from parley.agents.tools.base import Tool, ToolError
-from parley.client.card import fetch_card
 from parley.client.errors import ClientError
 from parley.hub.delegation import CURRENT_RUN, Delegator, bind_run
 from parley.protocol.states import is_interrupted
@@ -204,8 +202,7 @@ class RoutedAgent(Agent):
         if hit is not None and hit[0] > time.monotonic():
             return hit[1]
         try:
-            async with httpx.AsyncClient(timeout=5.0, headers=delegator.headers or None) as http:
-                card = await fetch_card(http, url)
+            card = await delegator.card(url)
         except ClientError as exc:
             log.info("routing: cannot read the card of %s: %s", url, exc)
             return None

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import AsyncIterator
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from starlette.requests import Request
 
 from parley.protocol.errors import InvalidRequestError, PayloadTooLargeError
+from parley.pump import Pump
 from parley.server.access import Credentials
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -48,61 +47,25 @@ def sse_frame(data: bytes, event_id: int | None = None, event: str | None = None
     return head + b"data: " + data + b"\n\n"
 
 
-class _Failed:
-    __slots__ = ("error",)
-
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
-
-
-_END = object()
-
-
 async def with_keepalive(events: AsyncIterator[T], seconds: float) -> AsyncIterator[T | None]:
     """The items of `events`, with None whenever none came for `seconds` (the writer sends a comment frame).
 
-    A task reads ahead into a small bounded buffer, so waiting with a deadline never
-    interrupts the source; a slow client makes the reader wait instead of buffering
-    without bound.
+    The events are read ahead by a :class:`~parley.pump.Pump`, so the idle deadline never
+    interrupts them, and a slow client makes the reader wait instead of buffering without bound.
     """
-    queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=STREAM_BUFFER)
-
-    async def pump() -> None:
-        try:
-            async for item in events:
-                await queue.put(item)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # handed to the writer, which answers with an error frame
-            await queue.put(_Failed(exc))
-            return
-        await queue.put(_END)
-
-    reader = asyncio.ensure_future(pump())
+    pump = Pump(events, STREAM_BUFFER)
     try:
         while True:
-            if queue.empty():
-                try:
-                    async with asyncio.timeout(seconds):
-                        item = await queue.get()
-                except TimeoutError:
-                    yield None
-                    continue
-            else:
-                item = queue.get_nowait()
-            if item is _END:
+            try:
+                item = await pump.get(seconds)
+            except TimeoutError:
+                yield None
+                continue
+            except StopAsyncIteration:
                 return
-            if isinstance(item, _Failed):
-                raise item.error
             yield item
     finally:
-        reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await reader
-        closer = getattr(events, "aclose", None)
-        if closer is not None:
-            with contextlib.suppress(Exception):
-                await closer()
+        await pump.aclose()
 
 
 def last_event_id(request: Request) -> int | None:

@@ -68,7 +68,7 @@ CHECKPOINT_MARK = "parley.checkpoint"  # stored checkpoints: {mark: 2, "agent": 
 
 Observer = Callable[[str, InternalEvent], None]
 Listener = Callable[[TaskRecord, list[Entry]], None]
-ChildCanceler = Callable[[TaskLink], Awaitable[None]]
+ChildCanceler = Callable[[TaskLink, str], Awaitable[None]]  # (link, owner of the parent task)
 
 
 def process_id() -> str:
@@ -633,7 +633,8 @@ class TaskEngine:
             # No agent code ran (the task waited for input): cancel what it delegated to.
             if self.cancel_child is not None:
                 links = await self.store.links(req.id)
-                await asyncio.gather(*(self.cancel_child(link) for link in links), return_exceptions=True)
+                await asyncio.gather(*(self.cancel_child(link, rec.owner) for link in links),
+                                     return_exceptions=True)
             return run.task
 
     async def _cancel_run(self, run: Run, metadata: dict[str, Any]) -> m.Task:

@@ -5,7 +5,8 @@ at the end of the lifespan, and in each binding `a2a_request` (an A2A request fo
 `a2a_method` (the parsed method), `a2a_result` (a unary result), `a2a_error` (an A2A error
 answered), `stream_events` (around the entries a stream sends) and, for gRPC, the
 `traced_grpc_unary` / `traced_grpc_stream` decorators.
-Client (parley.client transports): `@traced_call`, `@traced_stream` and `trace_headers()`.
+Client (parley.client transports and the in-process transport of parley.server.local): `@traced_call`,
+`@traced_stream` and `trace_headers()`; `local_call` is the server side of an in-process call.
 
 Off means: `configure_telemetry()` was not called (or `disable_telemetry()` was) and
 structured logs are off. Then no middleware, listener or observer is installed, the
@@ -162,6 +163,17 @@ def grpc_call(servicer: Any, op: Any, request: Any, context: Any) -> contextlib.
     from parley.telemetry.requests import method_name, request_task_id
 
     return call(servicer, method_name(op), request, context, request_task_id(op, request))
+
+
+def local_call(op: Any, request: Any) -> contextlib.AbstractContextManager[Any]:
+    """A request scope for an in-process call, entered in the task that serves it (a shared null context
+    when off: then no request scope exists anywhere to be confused with)."""
+    if not enabled():
+        return _NULL
+    from parley.telemetry.requests import local_call as call
+    from parley.telemetry.requests import method_name, request_task_id
+
+    return call(method_name(op), request_task_id(op, request))
 
 
 def traced_grpc_unary(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -21,7 +21,8 @@ from parley.telemetry import setup
 from parley.telemetry.context import LOG_FIELDS, REQUEST, RequestScope, bind, reset
 from parley.telemetry.names import final_event, method_name, request_task_id
 
-__all__ = ["RequestMiddleware", "begin", "final_event", "finish", "grpc_call", "method_name", "request_task_id"]
+__all__ = ["RequestMiddleware", "begin", "final_event", "finish", "grpc_call", "local_call", "method_name",
+           "request_task_id"]
 
 def finish(scope: RequestScope, exc: BaseException | None = None) -> None:
     """End the request's span and count it (once)."""
@@ -113,6 +114,34 @@ def grpc_call(servicer: Any, method: str, request: Any, context: Any, task_id: s
             cancelled = isinstance(exc, GeneratorExit) or type(exc).__name__ == "CancelledError"
             req.grpc_status = "CANCELLED" if cancelled else "UNKNOWN"
             finish(req, None if cancelled else exc)
+        raise
+    finally:
+        finish(req)
+        reset(req.otel_token)
+        reset(token_fields)
+        reset(token_req)
+
+
+@contextlib.contextmanager
+def local_call(method: str, task_id: str | None) -> Iterator[None]:
+    """A RequestScope for an in-process call (a delegation to an agent of this server), in the task serving it.
+
+    It carries the caller's current span context as if it had come in a `traceparent` header, so the
+    call's SERVER span (begun by the request pipeline) is a child of the caller's CLIENT span.
+    """
+    req = RequestScope(start_ns=time.time_ns(), method=method, version="1.0", task_id=task_id)
+    if setup.current() is not None:
+        from parley.telemetry.propagation import outgoing_headers
+
+        req.headers = outgoing_headers()
+    token_req = REQUEST.set(req)
+    token_fields = LOG_FIELDS.set(LOG_FIELDS.get())
+    bind(a2a_method=method, task_id=task_id)
+    try:
+        yield
+    except BaseException as exc:
+        cancelled = isinstance(exc, GeneratorExit) or type(exc).__name__ == "CancelledError"
+        finish(req, None if cancelled else exc)
         raise
     finally:
         finish(req)
