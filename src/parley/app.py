@@ -88,11 +88,11 @@ class Parley:
         return Runtime(self.agents, default_agent=self.default_agent, settings=settings or self.settings,
                        store=self.store, **access)
 
-    def asgi(self, settings: Settings | None = None) -> Starlette:
-        """Build the ASGI application (see :mod:`parley.server.app`)."""
+    def asgi(self, settings: Settings | None = None, **access: Any) -> Starlette:
+        """Build the ASGI application (see :mod:`parley.server.app`); `access` as for :meth:`runtime`."""
         from parley.server.app import create_app
 
-        return create_app(self.runtime(settings))
+        return create_app(self.runtime(settings, **access))
 
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "CardOptions", "Parley", "Settings"]

@@ -141,6 +141,8 @@ class TaskEngine:
         cancel_child: cancels a delegated child task (a task canceled while it waited for input).
         holder: this engine's lease holder id (default: host, pid and a random suffix).
         lease_seconds: how long a run lease lasts without a heartbeat.
+        sole: no other engine uses this store, so a lease that is not this engine's belongs to a
+            dead process (default: what the store says of itself, `TaskStore.exclusive`).
         observers: told of every internal event an agent yields (telemetry).
     """
 
@@ -154,6 +156,7 @@ class TaskEngine:
         cancel_child: ChildCanceler | None = None,
         holder: str | None = None,
         lease_seconds: float = LEASE_SECONDS,
+        sole: bool | None = None,
         observers: list[Observer] | None = None,
     ) -> None:
         self.store = store
@@ -163,6 +166,7 @@ class TaskEngine:
         self.cancel_child = cancel_child
         self.holder = holder or process_id()
         self.lease_seconds = lease_seconds
+        self.sole = store.exclusive if sole is None else sole
         self.observers: list[Observer] = observers or []
         self.listeners: list[Listener] = []  # told of every appended batch (telemetry, metrics)
         self.runs: dict[str, Run] = {}
@@ -702,7 +706,7 @@ class TaskEngine:
         """
         now = time.time()
         claimed = await self.store.claim_orphans(self.holder, now, now + self.lease_seconds,
-                                                 any_other_holder=self.store.exclusive)
+                                                 any_other_holder=self.sole)
         failed, resumed = [], 0
         for rec in claimed:
             if rec.task.id in self.runs:
@@ -780,7 +784,7 @@ class TaskEngine:
                             run.lease_lost = True
                             log.warning("lost the lease of task %s to another process; stopping its run here", task_id)
                             run.aio.cancel()
-                if not self.store.exclusive:
+                if not self.sole:
                     await self.recover()
             except Exception:
                 log.exception("renewing task leases failed")
