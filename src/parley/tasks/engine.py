@@ -103,6 +103,7 @@ class Run:
     turn: Turn
     committed_seq: int
     settled: asyncio.Event = field(default_factory=asyncio.Event)
+    over: asyncio.Event = field(default_factory=asyncio.Event)  # settled, or the run stopped without settling
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     aio: asyncio.Task | None = None
     done: bool = False
@@ -240,6 +241,7 @@ class TaskEngine:
             self._flush_soon(run)
         if settled:
             run.settled.set()
+            run.over.set()
             if self.runs.get(run.task.id) is run:  # a settled task takes new messages at once
                 del self.runs[run.task.id]
 
@@ -476,6 +478,7 @@ class TaskEngine:
                 run.lease_lost = True
             finally:
                 run.done = True
+                run.over.set()
                 if self.runs.get(task_id) is run:
                     del self.runs[task_id]
 
@@ -562,14 +565,20 @@ class TaskEngine:
 
     async def wait_settled(self, sub: Submission) -> m.Task:
         """Wait until the submitted task is terminal or interrupted; return its snapshot."""
-        if sub.run is not None:
-            await sub.run.settled.wait()
-            return sub.run.record.task
-        task = sub.first.event
-        assert isinstance(task, m.Task)
+        run = sub.run
+        if run is not None:
+            await run.over.wait()
+            if run.settled.is_set():
+                return run.record.task
+            # The run stopped without settling the task: another process took it over; follow it there.
+            task, seq = run.record.task, run.committed_seq
+        else:
+            first = sub.first.event
+            assert isinstance(first, m.Task)
+            task, seq = first, sub.first.seq
         if is_settled(task.status.state):
             return task
-        async for _ in self.follow(task.id, sub.first.seq, state=task.status.state, until=is_settled):
+        async for _ in self.follow(task.id, seq, until=is_settled):
             pass
         rec = await self.store.get(task.id)
         assert rec is not None
