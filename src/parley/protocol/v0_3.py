@@ -256,8 +256,12 @@ def task_to_v03(task: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def encode_event(event: m.StreamEvent) -> dict[str, Any]:
-    """A stream event in 0.3 shape (`kind`, and `final` on status updates)."""
+def encode_event(event: m.StreamEvent, *, interrupted_final: bool = True) -> dict[str, Any]:
+    """A stream event in 0.3 shape (`kind`, and `final` on status updates).
+
+    `final` marks the last event of the stream: a terminal state, and an interrupted one when
+    it ends the stream (`interrupted_final`: a send's stream does, a subscription does not).
+    """
     data = to_wire(event)
     if isinstance(event, m.Task):
         return task_to_v03(data)
@@ -267,7 +271,7 @@ def encode_event(event: m.StreamEvent) -> dict[str, Any]:
         data["kind"] = "status-update"
         data["status"] = _status_to_v03(data["status"])
         state = event.status.state
-        data["final"] = is_terminal(state) or is_interrupted(state)
+        data["final"] = is_terminal(state) or (interrupted_final and is_interrupted(state))
         return data
     data["kind"] = "artifact-update"
     data["artifact"] = _artifact_to_v03(data["artifact"])

@@ -583,7 +583,7 @@ def task_to_v03(task: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _event_body(event: m.StreamEvent) -> tuple[str, dict[str, Any]]:
+def _event_body(event: m.StreamEvent, interrupted_final: bool = True) -> tuple[str, dict[str, Any]]:
     data = to_wire(event)
     if isinstance(event, m.Task):
         return "task", task_to_v03(data)
@@ -593,7 +593,7 @@ def _event_body(event: m.StreamEvent) -> tuple[str, dict[str, Any]]:
     if isinstance(event, m.TaskStatusUpdateEvent):
         out["status"] = _status_to_v03(data["status"])
         state = event.status.state
-        out["final"] = is_terminal(state) or is_interrupted(state)
+        out["final"] = is_terminal(state) or (interrupted_final and is_interrupted(state))
         key = "statusUpdate"
     else:
         out["artifact"] = _artifact_to_v03(data["artifact"])
@@ -605,9 +605,13 @@ def _event_body(event: m.StreamEvent) -> tuple[str, dict[str, Any]]:
     return key, out
 
 
-def encode_event(event: m.StreamEvent) -> dict[str, Any]:
-    """A StreamResponse: `{task}`, `{message}`, `{statusUpdate}` (with `final`) or `{artifactUpdate}`."""
-    key, body = _event_body(event)
+def encode_event(event: m.StreamEvent, *, interrupted_final: bool = True) -> dict[str, Any]:
+    """A StreamResponse: `{task}`, `{message}`, `{statusUpdate}` (with `final`) or `{artifactUpdate}`.
+
+    `final` marks the stream's last status update: a terminal state, and an interrupted one when it
+    ends the stream (`interrupted_final`: a send's stream does, a subscription does not).
+    """
+    key, body = _event_body(event, interrupted_final)
     return {key: body}
 
 

@@ -56,8 +56,9 @@ def encode_send_result(result: m.Task | m.Message) -> dict[str, Any]:
     return {_STREAM_KEYS[type(result)]: to_wire(result)}
 
 
-def encode_event(event: m.StreamEvent) -> dict[str, Any]:
-    """StreamResponse: one of task, message, statusUpdate, artifactUpdate."""
+def encode_event(event: m.StreamEvent, *, interrupted_final: bool = True) -> dict[str, Any]:
+    """StreamResponse: one of task, message, statusUpdate, artifactUpdate (1.0 has no `final`: the
+    stream's end says it, so `interrupted_final` changes nothing here)."""
     return {_STREAM_KEYS[type(event)]: to_wire(event)}
 
 

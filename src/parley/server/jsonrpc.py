@@ -98,12 +98,13 @@ class JsonRpcEndpoint:
 
     async def _sse(self, rpc: RpcRequest, events: AsyncIterator[Entry]) -> AsyncIterator[bytes]:
         encode = rpc.dialect.encode_event
+        ends_when_settled = rpc.op is not Operation.SUBSCRIBE  # a subscription goes on through input-required
         try:
             async for entry in with_keepalive(events, self.keepalive):
                 if entry is None:
                     yield KEEPALIVE_FRAME
                     continue
-                payload = dumps(jsonrpc.success_obj(rpc.id, encode(entry.event)))
+                payload = dumps(jsonrpc.success_obj(rpc.id, encode(entry.event, interrupted_final=ends_when_settled)))
                 yield sse_frame(payload, entry.seq)
         except A2AError as exc:
             yield sse_frame(error_body(rpc.id, exc, rpc.dialect.VERSION), event="error")

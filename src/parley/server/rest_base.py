@@ -181,7 +181,8 @@ class RestEndpoint:
             return self._error(exc, media)
         op = outcome.call.op
         if outcome.events is not None:
-            return StreamingResponse(self._sse(outcome.events), media_type="text/event-stream", headers=SSE_HEADERS)
+            return StreamingResponse(self._sse(outcome.events, op), media_type="text/event-stream",
+                                     headers=SSE_HEADERS)
         if op is Operation.PUSH_DELETE:
             return Response(b"{}", media_type=media)
         return Response(dumps(self.dialect.encode_result(op, outcome.result)), media_type=media)
@@ -212,13 +213,15 @@ class RestEndpoint:
             params[key] = value
         return params
 
-    async def _sse(self, events: AsyncIterator[Entry]) -> AsyncIterator[bytes]:
+    async def _sse(self, events: AsyncIterator[Entry], op: Operation) -> AsyncIterator[bytes]:
+        ends_when_settled = op is not Operation.SUBSCRIBE  # a subscription goes on through input-required
         try:
             async for entry in with_keepalive(events, self.keepalive):
                 if entry is None:
                     yield KEEPALIVE_FRAME
                     continue
-                yield sse_frame(dumps(self.dialect.encode_event(entry.event)), entry.seq)
+                encoded = self.dialect.encode_event(entry.event, interrupted_final=ends_when_settled)
+                yield sse_frame(dumps(encoded), entry.seq)
         except A2AError as exc:
             yield sse_frame(self.error_body(exc), event="error")
         except Exception:
