@@ -290,7 +290,18 @@ class TaskEngine:
 
     async def _scheduled_flush(self, run: Run) -> None:
         run.flush_scheduled = False  # what is appended from now on needs a flush of its own
-        await self._flush(run)
+        try:
+            await self._flush(run)
+        except SequenceConflict:  # another process appended: it took the task over
+            self._lost(run)
+
+    def _lost(self, run: Run) -> None:
+        """The task was taken over by another process: stop its run here, without writing again."""
+        run.lease_lost = True
+        aio = run.aio
+        if aio is not None and not aio.done() and aio is not asyncio.current_task():
+            log.warning("task %s was taken over by another process; stopping its run here", run.task.id)
+            aio.cancel()
 
     def _flush_done(self, task: asyncio.Task) -> None:
         self._flushes.discard(task)
@@ -789,10 +800,8 @@ class TaskEngine:
                     held = await self.store.renew_leases(self.holder, ids, time.time() + self.lease_seconds)
                     for task_id in ids:
                         run = self.runs.get(task_id)
-                        if task_id not in held and run is not None and run.aio is not None and not run.done:
-                            run.lease_lost = True
-                            log.warning("lost the lease of task %s to another process; stopping its run here", task_id)
-                            run.aio.cancel()
+                        if task_id not in held and run is not None and not run.done:
+                            self._lost(run)
                 if not self.sole:
                     await self.recover()
             except Exception:

@@ -133,6 +133,9 @@ class Turn:
     def output(self, out: AgentOutput) -> list[Event]:
         """The events for one agent output (text is buffered: none yet); InvalidTransition for junk."""
         if isinstance(out, str):
+            if self.artifact_id is None:  # named now, so a checkpoint taken before its first chunk knows it
+                self.artifact_id = self.ids()
+                self.started = False
             self.open.append(out)
             return []
         if isinstance(out, InternalEvent):
