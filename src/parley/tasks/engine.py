@@ -774,8 +774,6 @@ class TaskEngine:
         """If text was written to the text artifact after the checkpoint, an event restoring it to what it was
         then: the resumed agent produces that text again."""
         artifact_id = run.turn.artifact_id
-        if artifact_id is None:
-            return []
         log_entries = await self.store.events_after(run.task.id, 0)
         later = [e for e in log_entries if e.seq > checkpoint_seq and isinstance(e.event, m.TaskArtifactUpdateEvent)
                  and e.event.artifact.artifact_id == artifact_id]

@@ -60,7 +60,9 @@ class Turn:
         self.clock = clock
         self.ids = ids
         state = text or TextState()
-        self.artifact_id = state.artifact_id
+        # The id the text artifact has, or the next one will have: known before any text is written, so a
+        # checkpoint always says where the turn's text goes (a resumed run writes to the same artifact).
+        self.artifact_id: str = state.artifact_id or ids()
         self.started = state.started
         self.held: str | None = state.held or None  # the latest chunk, not yet written
         self.open: list[str] = []  # text yielded since the engine last flushed
@@ -87,7 +89,7 @@ class Turn:
         pieces = [p for p in (self.held, "".join(self.open) if self.open else None) if p is not None]
         self.held, self.open = None, []
         if not pieces:
-            if self.started and self.artifact_id is not None:  # open, nothing held: close it with an empty chunk
+            if self.started:  # open, nothing held: close it with an empty chunk
                 return [self._chunk("", last=True)]
             return []
         return [self._chunk(p, last=i == len(pieces) - 1) for i, p in enumerate(pieces)]
@@ -99,8 +101,6 @@ class Turn:
     def reset_text(self, parts: list[m.Part]) -> Event:
         """Replace the text artifact with `parts` plus the held text (a resumed run undoes text written after
         its checkpoint, which the agent will produce again)."""
-        if self.artifact_id is None:
-            self.artifact_id = self.ids()
         held = (self.held or "") + "".join(self.open)
         self.held, self.open = None, []
         content = [*parts, m.Part(text=held)] if held or not parts else list(parts)
@@ -112,9 +112,6 @@ class Turn:
         )
 
     def _chunk(self, text: str, *, last: bool) -> m.TaskArtifactUpdateEvent:
-        if self.artifact_id is None:
-            self.artifact_id = self.ids()
-            self.started = False
         ev = m.TaskArtifactUpdateEvent(
             task_id=self.task_id,
             context_id=self.context_id,
@@ -123,8 +120,8 @@ class Turn:
             last_chunk=last,
         )
         self.started = True
-        if last:
-            self.artifact_id = None
+        if last:  # the next text starts a new artifact
+            self.artifact_id = self.ids()
             self.started = False
         return ev
 
@@ -133,9 +130,6 @@ class Turn:
     def output(self, out: AgentOutput) -> list[Event]:
         """The events for one agent output (text is buffered: none yet); InvalidTransition for junk."""
         if isinstance(out, str):
-            if self.artifact_id is None:  # named now, so a checkpoint taken before its first chunk knows it
-                self.artifact_id = self.ids()
-                self.started = False
             self.open.append(out)
             return []
         if isinstance(out, InternalEvent):
