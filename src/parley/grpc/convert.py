@@ -30,20 +30,8 @@ from parley.protocol import v1_0
 from parley.protocol.errors import InternalError, InvalidAgentResponseError, InvalidParamsError
 from parley.protocol.operations import Operation
 
-# The RPC of each operation, and its request and response messages.
-RPCS: dict[Operation, str] = {
-    Operation.SEND: "SendMessage",
-    Operation.STREAM: "SendStreamingMessage",
-    Operation.GET: "GetTask",
-    Operation.LIST: "ListTasks",
-    Operation.CANCEL: "CancelTask",
-    Operation.SUBSCRIBE: "SubscribeToTask",
-    Operation.PUSH_SET: "CreateTaskPushNotificationConfig",
-    Operation.PUSH_GET: "GetTaskPushNotificationConfig",
-    Operation.PUSH_LIST: "ListTaskPushNotificationConfigs",
-    Operation.PUSH_DELETE: "DeleteTaskPushNotificationConfig",
-    Operation.EXTENDED_CARD: "GetExtendedAgentCard",
-}
+# The RPC of each operation (the 1.0 method names), and its request and response messages.
+RPCS: dict[Operation, str] = v1_0.METHOD_OF
 
 REQUESTS: dict[Operation, type[ProtoMessage]] = {
     Operation.SEND: pb.SendMessageRequest,

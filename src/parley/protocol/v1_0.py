@@ -23,6 +23,8 @@ METHODS: dict[str, Operation] = {
     "DeleteTaskPushNotificationConfig": Operation.PUSH_DELETE,
     "GetExtendedAgentCard": Operation.EXTENDED_CARD,
 }
+# The 1.0 method of each operation (also the gRPC RPC names of lf.a2a.v1.A2AService).
+METHOD_OF: dict[Operation, str] = {op: name for name, op in METHODS.items()}
 
 REQUEST_TYPES: dict[Operation, type] = {
     Operation.SEND: m.SendMessageRequest,

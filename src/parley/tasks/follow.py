@@ -36,23 +36,12 @@ async def follow_log(store: TaskStore, bus: EventBus, task_id: str, after: int, 
     with bus.subscribe(task_id) as sub:
         batch: list[Entry] | None = await store.events_after(task_id, after)
         while True:
-            if batch is None:  # the subscription fell behind: the store has everything committed
-                batch = await store.events_after(task_id, last)
-            for entry in batch:
-                if entry.seq <= last:
-                    continue
-                if entry.seq > last + 1:  # a gap: fill it from the store first
-                    for missing in await store.events_after(task_id, last):
-                        if missing.seq >= entry.seq:
-                            break
-                        last = missing.seq
-                        state, state_seq = _track(missing, state, state_seq)
-                        if missing.streamed:
-                            yield missing
-                        if done():
-                            return
-                    if entry.seq != last + 1:
-                        continue
+            fresh = [e for e in batch if e.seq > last] if batch is not None else None
+            if fresh is None or not _continues(fresh, last):
+                # The subscription fell behind, or a gap: entries are published after they are committed,
+                # so the store has everything up to what the bus showed.
+                fresh = await store.events_after(task_id, last)
+            for entry in fresh:
                 last = entry.seq
                 state, state_seq = _track(entry, state, state_seq)
                 if entry.streamed:
@@ -62,6 +51,11 @@ async def follow_log(store: TaskStore, bus: EventBus, task_id: str, after: int, 
             if done():
                 return
             batch = await sub.get()
+
+
+def _continues(entries: list[Entry], last: int) -> bool:
+    """Whether `entries` follow entry `last` without a gap."""
+    return all(entry.seq == last + i for i, entry in enumerate(entries, 1))
 
 
 def _track(entry: Entry, state: m.TaskState, state_seq: int) -> tuple[m.TaskState, int]:

@@ -45,7 +45,24 @@ from parley.tasks.store import (
 )
 
 SCHEMA_VERSION = 2
-SCHEMA = """
+_MESSAGE_IDS = """(
+    agent_id TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    PRIMARY KEY (agent_id, owner, message_id, fingerprint)
+) WITHOUT ROWID"""
+_CHANGES = """(
+    pos INTEGER PRIMARY KEY AUTOINCREMENT,
+    task_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    at REAL NOT NULL
+)"""
+SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS tasks (
     id TEXT PRIMARY KEY,
     agent_id TEXT NOT NULL,
@@ -70,14 +87,7 @@ CREATE TABLE IF NOT EXISTS events (
     payload BLOB NOT NULL,
     PRIMARY KEY (task_id, seq)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS message_ids (
-    agent_id TEXT NOT NULL,
-    owner TEXT NOT NULL,
-    message_id TEXT NOT NULL,
-    fingerprint TEXT NOT NULL,
-    task_id TEXT NOT NULL,
-    PRIMARY KEY (agent_id, owner, message_id, fingerprint)
-) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS message_ids {_MESSAGE_IDS};
 CREATE TABLE IF NOT EXISTS checkpoints (
     task_id TEXT PRIMARY KEY,
     state BLOB NOT NULL
@@ -96,41 +106,17 @@ CREATE TABLE IF NOT EXISTS push_configs (
     config BLOB NOT NULL,
     PRIMARY KEY (task_id, id)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS changes (
-    pos INTEGER PRIMARY KEY AUTOINCREMENT,
-    task_id TEXT NOT NULL,
-    agent_id TEXT NOT NULL,
-    owner TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    state TEXT NOT NULL,
-    at REAL NOT NULL
-);
+CREATE TABLE IF NOT EXISTS changes {_CHANGES};
 """
 
 # Schema 1 (Parley 0.1 before leases) -> 2: run leases, content-aware message keys, the change feed.
-MIGRATE_1_TO_2 = """
+MIGRATE_1_TO_2 = f"""
 ALTER TABLE tasks ADD COLUMN lease_holder TEXT;
 ALTER TABLE tasks ADD COLUMN lease_expires REAL;
-CREATE TABLE message_ids_v2 (
-    agent_id TEXT NOT NULL,
-    owner TEXT NOT NULL,
-    message_id TEXT NOT NULL,
-    fingerprint TEXT NOT NULL,
-    task_id TEXT NOT NULL,
-    PRIMARY KEY (agent_id, owner, message_id, fingerprint)
-) WITHOUT ROWID;
+CREATE TABLE message_ids_v2 {_MESSAGE_IDS};
 INSERT INTO message_ids_v2 SELECT agent_id, owner, message_id, '', task_id FROM message_ids;
 DROP TABLE message_ids;
 ALTER TABLE message_ids_v2 RENAME TO message_ids;
-CREATE TABLE changes (
-    pos INTEGER PRIMARY KEY AUTOINCREMENT,
-    task_id TEXT NOT NULL,
-    agent_id TEXT NOT NULL,
-    owner TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    state TEXT NOT NULL,
-    at REAL NOT NULL
-);
 """
 
 _KINDS: dict[str, type] = {

@@ -5,24 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from parley.protocol import models as m
+from parley.protocol import v1_0
 from parley.protocol.operations import Operation
 from parley.protocol.states import is_settled
 
 # The A2A 1.0 method names (span names, a2a.method), whatever the version and binding of the request.
 METHOD_NAMES: dict[Operation, str] = {
-    Operation.SEND: "SendMessage",
-    Operation.STREAM: "SendStreamingMessage",
-    Operation.GET: "GetTask",
-    Operation.LIST: "ListTasks",
-    Operation.CANCEL: "CancelTask",
-    Operation.SUBSCRIBE: "SubscribeToTask",
-    Operation.PUSH_SET: "CreateTaskPushNotificationConfig",
-    Operation.PUSH_GET: "GetTaskPushNotificationConfig",
-    Operation.PUSH_LIST: "ListTaskPushNotificationConfigs",
-    Operation.PUSH_DELETE: "DeleteTaskPushNotificationConfig",
-    Operation.EXTENDED_CARD: "GetExtendedAgentCard",
-    Operation.CARD: "GetAgentCard",
-    Operation.TRACE: "GetTaskTrace",
+    **v1_0.METHOD_OF,
+    Operation.CARD: "GetAgentCard",  # 0.3 HTTP+JSON GET /v1/card
+    Operation.TRACE: "GetTaskTrace",  # Parley's trace endpoint
 }
 
 

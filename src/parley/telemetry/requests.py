@@ -93,6 +93,25 @@ class RequestMiddleware:
 
 
 @contextlib.contextmanager
+def _scope(req: RequestScope) -> Iterator[RequestScope]:
+    """Make `req` the current request (and its log fields) for the block; finish it at the end."""
+    token_req = REQUEST.set(req)
+    token_fields = LOG_FIELDS.set(LOG_FIELDS.get())
+    bind(a2a_method=req.method, task_id=req.task_id)
+    try:
+        yield req
+    finally:
+        finish(req)
+        reset(req.otel_token)
+        reset(token_fields)
+        reset(token_req)
+
+
+def _cancelled(exc: BaseException) -> bool:
+    return isinstance(exc, GeneratorExit) or type(exc).__name__ == "CancelledError"
+
+
+@contextlib.contextmanager
 def grpc_call(servicer: Any, method: str, request: Any, context: Any, task_id: str | None) -> Iterator[None]:
     """A RequestScope and SERVER span around one gRPC call (the `tenant` names the agent)."""
     req = RequestScope(start_ns=time.time_ns(), method=method, version="1.0", task_id=task_id)
@@ -100,26 +119,17 @@ def grpc_call(servicer: Any, method: str, request: Any, context: Any, task_id: s
         from parley.telemetry.propagation import headers_of
 
         req.headers = headers_of(context.invocation_metadata() or ())
-    token_req = REQUEST.set(req)
-    token_fields = LOG_FIELDS.set(LOG_FIELDS.get())
-    agent_id = servicer.runtime.agent_id(getattr(request, "tenant", "") or "")
-    bind(a2a_method=method, task_id=task_id)
-    try:
-        begin(req, "GRPC", agent_id)
-        yield
-        if req.grpc_status is None:
-            req.grpc_status = "OK"
-    except BaseException as exc:
-        if req.grpc_status is None:  # not an A2A error answered with abort(): the call failed or was canceled
-            cancelled = isinstance(exc, GeneratorExit) or type(exc).__name__ == "CancelledError"
-            req.grpc_status = "CANCELLED" if cancelled else "UNKNOWN"
-            finish(req, None if cancelled else exc)
-        raise
-    finally:
-        finish(req)
-        reset(req.otel_token)
-        reset(token_fields)
-        reset(token_req)
+    with _scope(req):
+        try:
+            begin(req, "GRPC", servicer.runtime.agent_id(getattr(request, "tenant", "") or ""))
+            yield
+            if req.grpc_status is None:
+                req.grpc_status = "OK"
+        except BaseException as exc:
+            if req.grpc_status is None:  # not an A2A error answered with abort(): the call failed or was canceled
+                req.grpc_status = "CANCELLED" if _cancelled(exc) else "UNKNOWN"
+                finish(req, None if _cancelled(exc) else exc)
+            raise
 
 
 @contextlib.contextmanager
@@ -134,17 +144,9 @@ def local_call(method: str, task_id: str | None) -> Iterator[None]:
         from parley.telemetry.propagation import outgoing_headers
 
         req.headers = outgoing_headers()
-    token_req = REQUEST.set(req)
-    token_fields = LOG_FIELDS.set(LOG_FIELDS.get())
-    bind(a2a_method=method, task_id=task_id)
-    try:
-        yield
-    except BaseException as exc:
-        cancelled = isinstance(exc, GeneratorExit) or type(exc).__name__ == "CancelledError"
-        finish(req, None if cancelled else exc)
-        raise
-    finally:
-        finish(req)
-        reset(req.otel_token)
-        reset(token_fields)
-        reset(token_req)
+    with _scope(req):
+        try:
+            yield
+        except BaseException as exc:
+            finish(req, None if _cancelled(exc) else exc)
+            raise
