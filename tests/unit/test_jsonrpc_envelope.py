@@ -16,12 +16,16 @@ from parley.protocol.errors import (
     VersionNotSupportedError,
 )
 from parley.protocol.jsonrpc import (
+    SUPPORTED_VERSIONS,
+    VERSION_HEADER,
     EnvelopeError,
     RpcRequest,
     failure,
+    failure_obj,
     negotiate_version,
     parse_request,
     success,
+    success_obj,
 )
 from parley.protocol.operations import Operation
 
@@ -83,6 +87,17 @@ def test_malformed_envelopes(raw: bytes, cls: type, code: int, rid: Any) -> None
     assert exc.error.message
 
 
+def test_envelope_error_reads_as_its_message() -> None:
+    exc = parse_error(envelope("tasks/explode", rid=3))
+    assert str(exc) == exc.error.message
+
+
+def test_a_batch_is_refused_as_a_batch() -> None:
+    """A batch gets its own message, not the generic one for a body that is not an object."""
+    assert "batch" in parse_error(b"[" + envelope() + b"]").error.message
+    assert "batch" not in parse_error(b"42").error.message
+
+
 def test_unknown_method_names_the_method() -> None:
     exc = parse_error(envelope("tasks/explode"))
     assert "tasks/explode" in exc.error.message
@@ -131,7 +146,7 @@ def test_version_error_keeps_request_id() -> None:
 @pytest.mark.parametrize(
     ("header", "version"),
     [(None, "0.3"), ("", "0.3"), ("   ", "0.3"), ("0.3", "0.3"), ("0.3.0", "0.3"), ("1.0", "1.0"),
-     ("1.0.3", "1.0"), (" 1.0 ", "1.0")],
+     ("1.0.3", "1.0"), (" 1.0 ", "1.0"), ("1", "1.0"), (" 1 ", "1.0")],
 )
 def test_negotiate_version(header: str | None, version: str) -> None:
     assert negotiate_version(header) == version
@@ -145,13 +160,43 @@ def test_unsupported_versions(header: str) -> None:
     assert header in info.value.message
 
 
+@pytest.mark.parametrize("space", ["\t", "\n", "\r\n", "\u00a0", "\u2003", "\u3000", "\x1c", "\x1f"])
+def test_the_header_is_stripped_of_any_surrounding_whitespace(space: str) -> None:
+    # Everything str.isspace() calls whitespace, which is more than int() skips (\x1c-\x1f).
+    assert negotiate_version(f"{space}1.0{space}") == "1.0"
+    assert negotiate_version(f"{space}0.3{space}") == "0.3"
+    assert negotiate_version(f"1{space}") == "1.0"
+    assert negotiate_version(space) == "0.3"
+
+
+@pytest.mark.parametrize("header", ["abc", "v1.0", "1.x", "x.0", "1.0x", ".", "1..0"])
+def test_malformed_versions_are_not_versions(header: str) -> None:
+    with pytest.raises(VersionNotSupportedError) as info:
+        negotiate_version(header)
+    assert "is not a version" in info.value.message
+    assert "supported: 0.3, 1.0" in info.value.message
+
+
+@pytest.mark.parametrize("header", ["2.0", "0.2", "1.1", "0", "2", "0.4.1"])
+def test_well_formed_unsupported_versions_say_so(header: str) -> None:
+    with pytest.raises(VersionNotSupportedError) as info:
+        negotiate_version(header)
+    assert "is not supported" in info.value.message
+    assert "supported: 0.3, 1.0" in info.value.message
+
+
+def test_version_header_and_supported_versions() -> None:
+    assert VERSION_HEADER == "A2A-Version"  # the header name of the A2A specification
+    assert SUPPORTED_VERSIONS == ("0.3", "1.0")
+
+
 @pytest.mark.parametrize("method", sorted(v1_0.METHODS))
 def test_v1_methods_need_v1(method: str) -> None:
     for header in (None, "", "0.3"):
         exc = parse_error(envelope(method, rid=4), header)
         assert type(exc.error) is VersionNotSupportedError
         assert exc.request_id == 4
-        assert "A2A-Version" in exc.error.message
+        assert "`A2A-Version: 1.0`" in exc.error.message
     for header in ("1.0", "1.0.3"):
         req = parse_request(envelope(method), header)
         assert req.dialect is v1_0
@@ -188,3 +233,10 @@ def test_success_and_failure_bodies() -> None:
     assert json.loads(success("x", None)) == {"jsonrpc": "2.0", "id": "x", "result": None}
     err = json.loads(failure(None, MethodNotFoundError("Method not found: 'x'")))
     assert err == {"jsonrpc": "2.0", "id": None, "error": {"code": -32601, "message": "Method not found: 'x'"}}
+
+
+def test_response_objects_for_sse_frames() -> None:
+    assert success_obj(7, {"a": 1}) == {"jsonrpc": "2.0", "id": 7, "result": {"a": 1}}
+    assert success_obj(None, None) == {"jsonrpc": "2.0", "id": None, "result": None}
+    error = VersionNotSupportedError("nope")
+    assert failure_obj("r", error) == {"jsonrpc": "2.0", "id": "r", "error": {"code": -32009, "message": "nope"}}

@@ -9,8 +9,10 @@ import base64
 import pytest
 
 from parley.protocol import models as m
+from parley.protocol.codec import copy
 from parley.protocol.errors import InvalidParamsError
 from parley.tasks.log import Entry, apply, now_iso, trim_history
+from parley.tasks.log import fold as log_fold
 from parley.tasks.store import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
@@ -186,6 +188,105 @@ def test_fold_needs_a_task_first() -> None:
         apply(None, status(S.WORKING))
 
 
+def test_task_without_history_gets_one() -> None:
+    """A creation snapshot may have no history at all: the first moved or sent message starts it."""
+    bare = m.Task(id="t1", context_id="c1", status=m.TaskStatus(state=S.SUBMITTED))
+    task = fold(bare, status(S.WORKING, "thinking"), status(S.COMPLETED))
+    assert history_texts(task) == [("agent", "thinking")]
+    task = fold(bare, msg("u2", "more"))
+    assert history_texts(task) == [("user", "more")]
+
+
+def test_appending_to_an_artifact_without_parts() -> None:
+    task = fold(new_task(), art("a1"), art("a1", m.Part(text="x"), append=True))
+    assert task.artifacts[0].parts == [m.Part(text="x")]  # type: ignore[index]
+
+
+def test_appending_no_parts_keeps_the_artifact() -> None:
+    task = fold(new_task(), art("a1", m.Part(text="x")), art("a1", append=True, last=True))
+    assert task.artifacts[0].parts == [m.Part(text="x")]  # type: ignore[index]
+
+
+def test_text_after_a_data_part_is_not_joined() -> None:
+    task = fold(new_task(), art("a1", m.Part(text="x"), m.Part(data={"k": 1})),
+                art("a1", m.Part(text="y"), append=True))
+    assert task.artifacts[0].parts == [m.Part(text="x"), m.Part(data={"k": 1}), m.Part(text="y")]  # type: ignore[index]
+
+
+def test_multi_part_chunk_joins_its_first_text_and_keeps_the_rest() -> None:
+    task = fold(
+        new_task(),
+        art("a1", m.Part(data=[1]), m.Part(text="a")),
+        art("a1", m.Part(text="b"), m.Part(data={"k": 1}), m.Part(text="c"), append=True),
+        art("a1", m.Part(text="d"), m.Part(url="https://example.com/x"), append=True, last=True),
+    )
+    assert task.artifacts[0].parts == [  # type: ignore[index]
+        m.Part(data=[1]), m.Part(text="ab"), m.Part(data={"k": 1}), m.Part(text="cd"),
+        m.Part(url="https://example.com/x"),
+    ]
+
+
+def test_joined_text_takes_the_metadata_of_the_appended_chunk() -> None:
+    task = fold(new_task(), art("a1", m.Part(text="x")), art("a1", m.Part(text="y", metadata={"k": 1}), append=True),
+                art("a1", m.Part(text="z"), append=True))
+    # The joined part now has metadata, so the next chunk is kept apart.
+    assert task.artifacts[0].parts == [m.Part(text="xy", metadata={"k": 1}), m.Part(text="z")]  # type: ignore[index]
+
+
+def _full(aid: str, text: str, *, append: bool = False, name: str | None = None, description: str | None = None,
+          metadata: dict | None = None, extensions: list[str] | None = None) -> m.TaskArtifactUpdateEvent:
+    return m.TaskArtifactUpdateEvent(
+        task_id="t1", context_id="c1", append=append,
+        artifact=m.Artifact(artifact_id=aid, parts=[m.Part(text=text)], name=name, description=description,
+                            metadata=metadata, extensions=extensions))
+
+
+def test_append_fills_what_the_first_chunk_left_out() -> None:
+    task = fold(new_task(), _full("a1", "x"),
+                _full("a1", "y", append=True, name="report", description="the report", metadata={"k": 1},
+                      extensions=["urn:x"]))
+    a = task.artifacts[0]  # type: ignore[index]
+    assert (a.name, a.description, a.metadata, a.extensions) == ("report", "the report", {"k": 1}, ["urn:x"])
+    assert a.parts == [m.Part(text="xy")]
+
+
+def test_append_keeps_what_the_first_chunk_said() -> None:
+    task = fold(new_task(),
+                _full("a1", "x", name="first", description="first d", metadata={"k": 1}, extensions=["urn:a"]),
+                _full("a1", "y", append=True, name="second", description="second d", metadata={"k": 2},
+                      extensions=["urn:b"]),
+                _full("a1", "z", append=True))  # a chunk that says nothing changes nothing
+    a = task.artifacts[0]  # type: ignore[index]
+    assert (a.name, a.description, a.metadata, a.extensions) == ("first", "first d", {"k": 1}, ["urn:a"])
+    assert a.parts == [m.Part(text="xyz")]
+
+
+def test_fold_makes_a_new_snapshot_and_leaves_the_committed_one_alone() -> None:
+    base = fold(new_task(), status(S.WORKING, "thinking"), art("a1", m.Part(text="x")), art("a2", m.Part(text="y")))
+    committed = copy(base)
+    out = log_fold(base, [
+        art("a1", m.Part(text="x2")),  # replaces a1
+        art("a2", m.Part(text="+"), append=True),
+        art("a3", m.Part(text="z")),  # a new artifact
+        status(S.INPUT_REQUIRED, "why?"),
+        msg("u2", "because"),
+        status(S.COMPLETED, "done"),
+    ])
+    assert out is not base
+    assert base == committed  # nothing of the committed snapshot changed, not even its lists
+    assert [(a.artifact_id, a.parts) for a in out.artifacts or []] == [
+        ("a1", [m.Part(text="x2")]), ("a2", [m.Part(text="y+")]), ("a3", [m.Part(text="z")])]
+    assert history_texts(out) == [("user", "hello"), ("agent", "thinking"), ("agent", "why?"), ("user", "because")]
+    assert out.status.state is S.COMPLETED and out.status.message is not None
+    assert out.status.message.text() == "done"
+
+
+def test_fold_of_nothing_is_an_equal_copy() -> None:
+    base = new_task()
+    out = log_fold(base, [])
+    assert out == base and out is not base
+
+
 # --- trim_history ------------------------------------------------------------------------------------------------
 
 
@@ -223,6 +324,13 @@ def test_trim_history_without_history() -> None:
     t = new_task()
     t.history = None
     assert trim_history(t, 3) is t
+
+
+@pytest.mark.parametrize("n", [0, 1, 5])
+def test_trim_an_empty_history_omits_it(n: int) -> None:
+    t = _task_with_history(0)
+    assert t.history == []
+    assert trim_history(t, n).history is None
 
 
 def test_now_iso_format() -> None:

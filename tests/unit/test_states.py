@@ -98,3 +98,10 @@ def test_invalid_transition_is_a_value_error() -> None:
 
 def test_nothing_returns_to_submitted() -> None:
     assert all(S.SUBMITTED not in exits for exits in TRANSITIONS.values())
+
+
+def test_the_tables_cannot_be_changed_by_a_caller() -> None:
+    """The classes and the exits of every state are read-only, so no module can loosen the rules for all."""
+    for table in (TERMINAL, INTERRUPTED, ACTIVE, *TRANSITIONS.values()):
+        with pytest.raises(AttributeError):
+            table.add(S.WORKING)  # type: ignore[attr-defined]
