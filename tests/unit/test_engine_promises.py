@@ -62,14 +62,13 @@ class TapStore(MemoryTaskStore):
         self.commits: list[Commit] = []
         self._changed = asyncio.Event()
 
-    async def commit(self, commit: Commit) -> int:
+    async def commit(self, commit: Commit) -> None:
         for _ in range(self.commit_io):
             await asyncio.sleep(0)  # a database round trip, not a synchronisation
-        position = await super().commit(commit)
+        await super().commit(commit)
         self.commits.append(commit)
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
-        return position
 
     async def until(self, check: Callable[[], Awaitable[bool]], what: str) -> None:
         """Return once `check()` holds, re-checked after every commit; fail after WAIT seconds."""

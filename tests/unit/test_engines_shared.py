@@ -52,13 +52,12 @@ class TapStore(MemoryTaskStore):
         self.commit_io = commit_io
         self._changed = asyncio.Event()
 
-    async def commit(self, commit: Commit) -> int:
+    async def commit(self, commit: Commit) -> None:
         for _ in range(self.commit_io):
             await asyncio.sleep(0)  # a database round trip, not a synchronisation
-        position = await super().commit(commit)
+        await super().commit(commit)
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
-        return position
 
     async def until(self, check: Callable[[], Awaitable[bool]], what: str) -> None:
         """Return once `check()` holds, re-checked after every commit; fail after WAIT seconds."""
@@ -79,19 +78,18 @@ class TapStore(MemoryTaskStore):
 class Tagged:
     """One engine's handle on the shared store: everything goes to the store; commits are noted with the name."""
 
-    def __init__(self, store: TaskStore, name: str, journal: list[tuple[str, Commit, int]]) -> None:
+    def __init__(self, store: TaskStore, name: str, journal: list[tuple[str, Commit]]) -> None:
         self._store, self._name, self._journal = store, name, journal
 
     def __getattr__(self, attr: str) -> Any:
         return getattr(self._store, attr)
 
-    async def commit(self, commit: Commit) -> int:
-        position = await self._store.commit(commit)
-        self._journal.append((self._name, commit, position))
-        return position
+    async def commit(self, commit: Commit) -> None:
+        await self._store.commit(commit)
+        self._journal.append((self._name, commit))
 
-    async def create(self, *args: Any, **kw: Any) -> int:  # the conveniences must go through commit() above
-        return await TaskStore.create(self, *args, **kw)  # type: ignore[arg-type]
+    async def create(self, *args: Any, **kw: Any) -> None:  # the conveniences must go through commit() above
+        await TaskStore.create(self, *args, **kw)  # type: ignore[arg-type]
 
 
 def cluster(make_agents: Callable[[str], list[AgentFn]], names: tuple[str, ...] = ("A", "B"), *,
@@ -755,12 +753,11 @@ async def test_a_run_writes_nothing_once_its_heartbeat_finds_the_lease_taken() -
     runs: dict[str, Run] = {}
 
     class Watched(TapStore):
-        async def commit(self, commit: Commit) -> int:
-            position = await super().commit(commit)
+        async def commit(self, commit: Commit) -> None:
+            await super().commit(commit)
             run = runs.get(commit.task_id)
             if run is not None and run.lease_lost:
                 writes_after_loss.append(commit.last_seq)
-            return position
 
     def agents(name: str) -> list[AgentFn]:
         async def chatty(ctx: RunContext) -> AsyncIterator[AgentOutput]:
@@ -815,7 +812,7 @@ async def test_the_change_feed_lists_every_commit_of_every_engine_in_one_order()
 
         return [*asker_agents(ran)(name), sleeper]
 
-    journal: list[tuple[str, Commit, int]] = []
+    journal: list[tuple[str, Commit]] = []
     store = TapStore()
     engines = cluster(agents, store=store, journal=journal)
     a, b = engines["A"], engines["B"]
@@ -831,13 +828,13 @@ async def test_the_change_feed_lists_every_commit_of_every_engine_in_one_order()
 
     feed = await store.changes_after(0)
     assert [c.position for c in feed] == list(range(1, len(feed) + 1))
-    assert [position for _, _, position in journal] == [c.position for c in feed]  # every commit, in one order
-    for change, (_, commit, _) in zip(feed, journal, strict=True):
+    assert len(journal) == len(feed)  # every commit, in the order they were made
+    for change, (_, commit) in zip(feed, journal, strict=True):
         assert (change.task_id, change.seq, change.state) == (
             commit.task_id, commit.last_seq, commit.snapshot.status.state)
         assert (change.agent_id, change.owner) == ("asker" if commit.task_id != running.record.task.id
                                                    else "sleeper", OWNER)
-    assert {name for name, _, _ in journal} == {"A", "B"}
+    assert {name for name, _ in journal} == {"A", "B"}
     for sub in (first, other, running):
         task_id = sub.record.task.id
         rows = [c for c in feed if c.task_id == task_id]
@@ -846,7 +843,7 @@ async def test_the_change_feed_lists_every_commit_of_every_engine_in_one_order()
         assert rec is not None and (rows[-1].seq, rows[-1].state) == (rec.seq, rec.task.status.state)
         await assert_log_consistent(store, task_id)
     # Who wrote what: A created and interrupted the first task, B continued it; A wrote the cancel B asked for.
-    writers = [(name, c.task_id, c.snapshot.status.state) for name, c, _ in journal]
+    writers = [(name, c.task_id, c.snapshot.status.state) for name, c in journal]
     assert writers[0] == ("A", first.record.task.id, S.SUBMITTED)
     assert ("A", first.record.task.id, S.INPUT_REQUIRED) in writers
     assert ("B", first.record.task.id, S.COMPLETED) in writers

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
-from parley.agents.base import AgentOutput, FunctionAgent, RunContext
+from parley.agents.base import AgentOutput, ArtifactChunk, FunctionAgent, RunContext, new_id
 from parley.protocol import models as m
 
 MIN_CHUNK = 16  # characters; longer texts get longer chunks:
@@ -30,9 +29,12 @@ def chunks_of(text: str) -> list[str]:
 async def echo(ctx: RunContext) -> AsyncIterator[AgentOutput]:
     """Echoes your message back, streamed in chunks as artifact updates."""
     text = ctx.text or "(your message had no text)"
-    for piece in chunks_of(text):
-        yield piece
-        await asyncio.sleep(0)  # a chunk per event-loop turn: streamed as it goes, not coalesced
+    pieces = chunks_of(text)
+    artifact_id = new_id()
+    for i, piece in enumerate(pieces):
+        # Chunks of its own making (plain text yielded in one go would be coalesced into one chunk).
+        yield ArtifactChunk(m.Artifact(artifact_id=artifact_id, name="response", parts=[m.Part(text=piece)]),
+                            append=i > 0, last_chunk=i == len(pieces) - 1)
 
 
 async def interviewer(ctx: RunContext) -> AsyncIterator[AgentOutput]:

@@ -34,7 +34,7 @@ from parley.runtime import Runtime
 from parley.server.cards import CardDocument, card_v1
 from parley.server.http import credentials_of
 from parley.server.jsonrpc import JsonRpcEndpoint, error_body
-from parley.server.pipeline import Call
+from parley.server.pipeline import AgentUrl, Call
 from parley.server.rest import RestEndpoint
 from parley.server.rest_base import is_v03_path, status_body
 from parley.server.rest_v03 import RestV03Endpoint
@@ -67,30 +67,31 @@ class HttpServer:
 
     async def rpc_default(self, request: Request) -> Response:
         agent_id = self.runtime.default_agent
-        return await self.jsonrpc.handle(request, agent_id, self.agent_url(request, agent_id, root=True))
+        return await self.jsonrpc.handle(request, agent_id, lambda: self.agent_url(request, agent_id, root=True))
 
     async def rpc_agent(self, request: Request) -> Response:
         agent_id = request.path_params["agent_id"]
         if agent_id not in self.runtime.agents:
             return _unknown_agent(agent_id)
-        return await self.jsonrpc.handle(request, agent_id, self.agent_url(request, agent_id))
+        return await self.jsonrpc.handle(request, agent_id, lambda: self.agent_url(request, agent_id))
 
     async def rest_agent(self, request: Request) -> Response:
         agent_id = request.path_params["agent_id"]
         if agent_id not in self.runtime.agents:
             return _unknown_agent(agent_id, rest=True)
-        return await self._rest(request, agent_id, request.path_params["rest"], self.agent_url(request, agent_id))
+        return await self._rest(request, agent_id, request.path_params["rest"],
+                                lambda: self.agent_url(request, agent_id))
 
     async def rest_root(self, request: Request) -> Response:
         """REST paths of the default agent, and the `/{tenant}/...` form where the tenant names an agent."""
         path: str = request.path_params["rest"]
         head, _, tail = path.partition("/")
         if head in self.runtime.agents and tail:
-            return await self._rest(request, head, tail, self.agent_url(request, head))
+            return await self._rest(request, head, tail, lambda: self.agent_url(request, head))
         agent_id = self.runtime.default_agent
-        return await self._rest(request, agent_id, path, self.agent_url(request, agent_id, root=True))
+        return await self._rest(request, agent_id, path, lambda: self.agent_url(request, agent_id, root=True))
 
-    async def _rest(self, request: Request, agent_id: str, path: str, url: str) -> Response:
+    async def _rest(self, request: Request, agent_id: str, path: str, url: AgentUrl) -> Response:
         endpoint = self.rest_v03 if is_v03_path(path) else self.rest
         return await endpoint.serve(request, agent_id, path, url)
 
@@ -132,7 +133,7 @@ class HttpServer:
 
         async def decode() -> Call:
             return Call(agent_id, Operation.TRACE, TraceRequest(task_id, depth), "1.0",
-                        agent_url=self.agent_url(request, agent_id))
+                        agent_url=lambda: self.agent_url(request, agent_id))
 
         try:
             outcome = await self.runtime.pipeline.serve("HTTP", credentials_of(request), decode, agent_id)

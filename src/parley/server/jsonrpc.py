@@ -31,7 +31,7 @@ from parley.server.http import (
     sse_frame,
     with_keepalive,
 )
-from parley.server.pipeline import Call, Pipeline
+from parley.server.pipeline import AgentUrl, Call, Pipeline
 from parley.tasks.log import Entry
 
 log = logging.getLogger("parley.jsonrpc")
@@ -62,7 +62,7 @@ class JsonRpcEndpoint:
         self.max_body_bytes = max_body_bytes
         self.keepalive = keepalive
 
-    async def handle(self, request: Request, agent_id: str, agent_url: str) -> Response:
+    async def handle(self, request: Request, agent_id: str, agent_url: AgentUrl) -> Response:
         """Decode, run through the pipeline and answer one JSON-RPC request."""
         seen: dict[str, Any] = {}  # what decoding learnt before any error: the request id and version
 

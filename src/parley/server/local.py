@@ -50,7 +50,7 @@ class LocalTransport:
 
         async def decode() -> Call:
             # The engine fills in ids on the message it is given: it gets a copy, never the caller's object.
-            return Call(self.agent_id, op, copy(request), "1.0", last_event_id=resume, agent_url=self.url)
+            return Call(self.agent_id, op, copy(request), "1.0", last_event_id=resume, agent_url=lambda: self.url)
 
         return decode
 

@@ -37,6 +37,9 @@ from parley.telemetry import hooks as telemetry
 log = logging.getLogger("parley.pipeline")
 
 
+AgentUrl = Callable[[], str]  # computed only by the operations that need it: it costs a look at the headers
+
+
 @dataclass(slots=True)
 class Call:
     """A decoded request, whatever its binding: which operation on which agent, and its canonical request."""
@@ -47,7 +50,7 @@ class Call:
     version: str
     extensions: frozenset[str] = frozenset()
     last_event_id: int | None = None
-    agent_url: str | None = None  # the agent's URL as the caller sees it (cards, traces)
+    agent_url: AgentUrl | None = None  # the agent's URL as the caller sees it (cards, traces), on demand
     tag: Any = None  # the binding's own data (the JSON-RPC request, to answer with its id)
 
 
@@ -86,7 +89,7 @@ class Pipeline:
             await self.limiter.acquire(access, principal)
             ctx = CallContext(agent_id=call.agent_id, principal=principal, version=call.version, binding=binding,
                               extensions=call.extensions, last_event_id=call.last_event_id,
-                              agent_url=call.agent_url)
+                              agent_url_of=call.agent_url)
             if call.op.streams:
                 events = await self.service.stream(ctx, call.op, call.request)
                 return Outcome(call, events=telemetry.stream_events(events))  # telemetry: subscriber, span end

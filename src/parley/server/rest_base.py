@@ -41,7 +41,7 @@ from parley.server.http import (
     sse_frame,
     with_keepalive,
 )
-from parley.server.pipeline import Call, Pipeline
+from parley.server.pipeline import AgentUrl, Call, Pipeline
 from parley.tasks.log import Entry
 
 log = logging.getLogger("parley.rest")
@@ -159,7 +159,7 @@ class RestEndpoint:
         self.max_body_bytes = max_body_bytes
         self.keepalive = keepalive
 
-    async def serve(self, request: Request, agent_id: str, path: str, agent_url: str) -> Response:
+    async def serve(self, request: Request, agent_id: str, path: str, agent_url: AgentUrl) -> Response:
         """Match, decode, run through the pipeline and encode one request of this binding."""
         media = _media_type(request)
         try:

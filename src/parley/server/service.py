@@ -45,7 +45,12 @@ class CallContext:
     binding: str = "JSONRPC"
     extensions: frozenset[str] = frozenset()
     last_event_id: int | None = None
-    agent_url: str | None = None
+    agent_url_of: Callable[[], str] | None = None
+
+    @property
+    def agent_url(self) -> str | None:
+        """The agent's URL as the caller sees it (for cards and traces)."""
+        return self.agent_url_of() if self.agent_url_of is not None else None
 
     @property
     def owner(self) -> str:

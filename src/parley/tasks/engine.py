@@ -210,13 +210,10 @@ class TaskEngine:
     def _fold(self, run: Run, events: list) -> list[Entry]:
         """Give events their sequence numbers and fold them into a new snapshot (the committed one stays)."""
         rec = run.record
-        entries = []
-        task = fold(rec.task, ())
-        for ev in events:
-            rec.seq += 1
-            entries.append(Entry(rec.seq, ev))
-            task = apply(task, ev)
-        rec.task = task
+        seq = rec.seq
+        entries = [Entry(seq + i, ev) for i, ev in enumerate(events, 1)]
+        rec.task = fold(rec.task, events)
+        rec.seq = seq + len(entries)
         rec.updated_at = time.time()
         run.unflushed.extend(entries)
         for listener in self.listeners:
@@ -257,15 +254,17 @@ class TaskEngine:
             if not run.unflushed and not run.effects:
                 return
             batch, run.unflushed = run.unflushed, []
-            effects, run.effects = run.effects, Effects()
+            effects = run.effects
+            if effects:
+                run.effects = Effects()
             rec = run.record
             state = rec.task.status.state
-            terminal = is_terminal(state)
+            settled = is_settled(state)
             commit = Commit(
                 task_id=rec.task.id, expected_seq=run.committed_seq, entries=batch, snapshot=rec.task,
                 updated_at=rec.updated_at, message=effects.message, checkpoint=effects.checkpoint,
-                drop_checkpoint=terminal and run.has_checkpoint, links=effects.links,
-                lease=None if is_settled(state) else effects.lease, release_lease=is_settled(state),
+                drop_checkpoint=run.has_checkpoint and is_terminal(state), links=effects.links,
+                lease=None if settled else effects.lease, release_lease=settled,
             )
             try:
                 await self.store.commit(commit)

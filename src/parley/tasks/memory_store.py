@@ -47,7 +47,7 @@ class MemoryTaskStore(TaskStore):
         self._leases: dict[str, Lease] = {}
         self._changes: list[Change] = []
 
-    async def commit(self, commit: Commit) -> int:
+    async def commit(self, commit: Commit) -> None:
         check_commit(commit)
         c = commit
         current = self._tasks.get(c.task_id)
@@ -82,10 +82,8 @@ class MemoryTaskStore(TaskStore):
             self._leases[c.task_id] = c.lease
         elif c.release_lease:
             self._leases.pop(c.task_id, None)
-        change = Change(len(self._changes) + 1, c.task_id, rec.agent_id, rec.owner, rec.seq,
-                        c.snapshot.status.state, c.updated_at)
-        self._changes.append(change)
-        return change.position
+        self._changes.append(Change(len(self._changes) + 1, c.task_id, rec.agent_id, rec.owner, rec.seq,
+                                    c.snapshot.status.state, c.updated_at))
 
     async def get(self, task_id: str, *, agent_id: str | None = None, owner: str | None = None) -> TaskRecord | None:
         rec = visible(self._tasks.get(task_id), agent_id, owner)

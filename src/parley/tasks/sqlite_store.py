@@ -45,6 +45,7 @@ from parley.tasks.store import (
 )
 
 SCHEMA_VERSION = 2
+_UNFINISHED_SQL = f"('{m.TaskState.SUBMITTED.value}', '{m.TaskState.WORKING.value}')"  # what recovery looks at
 _MESSAGE_IDS = """(
     agent_id TEXT NOT NULL,
     owner TEXT NOT NULL,
@@ -53,8 +54,10 @@ _MESSAGE_IDS = """(
     task_id TEXT NOT NULL,
     PRIMARY KEY (agent_id, owner, message_id, fingerprint)
 ) WITHOUT ROWID"""
+# `pos` is the rowid: max + 1 on every insert, so positions only grow as long as the newest row is kept
+# (whatever prunes the feed keeps its last row; AUTOINCREMENT would cost a second write per commit).
 _CHANGES = """(
-    pos INTEGER PRIMARY KEY AUTOINCREMENT,
+    pos INTEGER PRIMARY KEY,
     task_id TEXT NOT NULL,
     agent_id TEXT NOT NULL,
     owner TEXT NOT NULL,
@@ -79,7 +82,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     lease_expires REAL
 );
 CREATE INDEX IF NOT EXISTS tasks_by_owner ON tasks (agent_id, owner, updated_at DESC, id DESC);
-CREATE INDEX IF NOT EXISTS tasks_by_state ON tasks (state);
+CREATE INDEX IF NOT EXISTS tasks_unfinished ON tasks (state) WHERE state IN {_UNFINISHED_SQL};
 CREATE TABLE IF NOT EXISTS events (
     task_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -108,9 +111,22 @@ CREATE TABLE IF NOT EXISTS push_configs (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS changes {_CHANGES};
 """
+# Every commit writes the task row (INSERT or an UPDATE that sets seq): the change feed follows from it,
+# in the same transaction, without a statement of its own. Trigger bodies hold ';': run whole.
+TRIGGERS = [
+    """CREATE TRIGGER IF NOT EXISTS task_created AFTER INSERT ON tasks BEGIN
+        INSERT INTO changes (task_id, agent_id, owner, seq, state, at)
+        VALUES (NEW.id, NEW.agent_id, NEW.owner, NEW.seq, NEW.state, NEW.updated_at);
+    END""",
+    """CREATE TRIGGER IF NOT EXISTS task_changed AFTER UPDATE OF seq ON tasks BEGIN
+        INSERT INTO changes (task_id, agent_id, owner, seq, state, at)
+        VALUES (NEW.id, NEW.agent_id, NEW.owner, NEW.seq, NEW.state, NEW.updated_at);
+    END""",
+]
 
 # Schema 1 (Parley 0.1 before leases) -> 2: run leases, content-aware message keys, the change feed.
 MIGRATE_1_TO_2 = f"""
+DROP INDEX IF EXISTS tasks_by_state;
 ALTER TABLE tasks ADD COLUMN lease_holder TEXT;
 ALTER TABLE tasks ADD COLUMN lease_expires REAL;
 CREATE TABLE message_ids_v2 {_MESSAGE_IDS};
@@ -126,7 +142,6 @@ _KINDS: dict[str, type] = {
     "artifact": m.TaskArtifactUpdateEvent,
 }
 _RECORD = "agent_id, owner, snapshot, seq, created_at, updated_at, parent_task_id"
-_UNFINISHED = (m.TaskState.SUBMITTED.value, m.TaskState.WORKING.value)
 _BATCH = 500  # ids per statement (SQLite's parameter limit is 999 on old builds)
 log = logging.getLogger("parley.sqlite")
 _enc = msgspec.json.Encoder()
@@ -180,7 +195,7 @@ class SqliteTaskStore(TaskStore):
                     if statement.strip():
                         db.execute(statement)
                 log.warning("migrated the task database %s to schema %d", self.path, SCHEMA_VERSION)
-            for statement in SCHEMA.split(";"):
+            for statement in [*SCHEMA.split(";"), *TRIGGERS]:
                 if statement.strip():
                     db.execute(statement)
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
@@ -192,7 +207,7 @@ class SqliteTaskStore(TaskStore):
 
     # --- writing ---------------------------------------------------------------------------------
 
-    async def commit(self, commit: Commit) -> int:
+    async def commit(self, commit: Commit) -> None:
         check_commit(commit)
         c = commit
         t = c.snapshot
@@ -243,18 +258,10 @@ class SqliteTaskStore(TaskStore):
                     "INSERT OR IGNORE INTO task_links VALUES (?,?,?,?,?)",
                     [(k.parent_task_id, k.child_url, k.child_task_id, k.agent, k.created_at) for k in c.links],
                 )
-            cur = db.execute(
-                "INSERT INTO changes (task_id, agent_id, owner, seq, state, at) "
-                "SELECT id, agent_id, owner, seq, state, updated_at FROM tasks WHERE id=?",
-                (c.task_id,),
-            )
-            position = cur.lastrowid
-            db.execute("COMMIT")
+            db.execute("COMMIT")  # the change-feed row was written by a trigger on tasks
         except BaseException:
             db.execute("ROLLBACK")
             raise
-        assert position is not None
-        return position
 
     def _seq(self, task_id: str) -> int | None:
         row = self._db.execute("SELECT seq FROM tasks WHERE id=?", (task_id,)).fetchone()
@@ -365,8 +372,9 @@ class SqliteTaskStore(TaskStore):
 
     async def claim_orphans(self, holder: str, now: float, expires_at: float, *,
                             any_other_holder: bool = False) -> list[TaskRecord]:
-        cond = "state IN (?, ?) AND (lease_holder IS NULL OR lease_expires <= ?"
-        args: list[Any] = [*_UNFINISHED, now]
+        # The states as literals, as in the partial index tasks_unfinished, so that SQLite uses it.
+        cond = f"state IN {_UNFINISHED_SQL} AND (lease_holder IS NULL OR lease_expires <= ?"
+        args: list[Any] = [now]
         if any_other_holder:
             cond += " OR lease_holder != ?"
             args.append(holder)

@@ -233,8 +233,8 @@ class TaskStore(ABC):
     exclusive: bool = False
 
     @abstractmethod
-    async def commit(self, commit: Commit) -> int:
-        """Apply `commit` atomically and return its change-feed position.
+    async def commit(self, commit: Commit) -> None:
+        """Apply `commit` atomically, with its row of the change feed.
 
         Raises SequenceConflict (the log does not end at `expected_seq`, or the task
         exists already / does not exist) or DuplicateMessage (the message key is
@@ -309,16 +309,16 @@ class TaskStore(ABC):
     # --- conveniences over commit() --------------------------------------------------------------
 
     async def create(self, record: TaskRecord, first: Entry, message: MessageKey | None = None,
-                     lease: Lease | None = None) -> int:
+                     lease: Lease | None = None) -> None:
         """Store a new task with its first log entry (the task itself) and its idempotency key."""
-        return await self.commit(Commit(task_id=record.task.id, expected_seq=0, entries=[first],
+        await self.commit(Commit(task_id=record.task.id, expected_seq=0, entries=[first],
                                         snapshot=record.task, updated_at=record.updated_at, record=record,
                                         message=message, lease=lease))
 
     async def append(self, task_id: str, expected_seq: int, entries: list[Entry], snapshot: m.Task,
-                     updated_at: float) -> int:
+                     updated_at: float) -> None:
         """Append entries after `expected_seq` and replace the snapshot (compare-and-set)."""
-        return await self.commit(Commit(task_id=task_id, expected_seq=expected_seq, entries=entries,
+        await self.commit(Commit(task_id=task_id, expected_seq=expected_seq, entries=entries,
                                         snapshot=snapshot, updated_at=updated_at))
 
 

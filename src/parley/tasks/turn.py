@@ -60,12 +60,18 @@ class Turn:
         self.clock = clock
         self.ids = ids
         state = text or TextState()
-        # The id the text artifact has, or the next one will have: known before any text is written, so a
-        # checkpoint always says where the turn's text goes (a resumed run writes to the same artifact).
-        self.artifact_id: str = state.artifact_id or ids()
+        self._artifact_id = state.artifact_id
         self.started = state.started
         self.held: str | None = state.held or None  # the latest chunk, not yet written
         self.open: list[str] = []  # text yielded since the engine last flushed
+
+    @property
+    def artifact_id(self) -> str:
+        """The id the text artifact has, or the next one will have. Named the first time anyone asks (a chunk,
+        a checkpoint), so a checkpoint always says where the turn's text goes: a resumed run writes there."""
+        if self._artifact_id is None:
+            self._artifact_id = self.ids()
+        return self._artifact_id
 
     # --- text ---------------------------------------------------------------------------------------
 
@@ -121,7 +127,7 @@ class Turn:
         )
         self.started = True
         if last:  # the next text starts a new artifact
-            self.artifact_id = self.ids()
+            self._artifact_id = None
             self.started = False
         return ev
 
