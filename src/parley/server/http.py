@@ -1,20 +1,15 @@
-"""Small HTTP helpers shared by the HTTP bindings: bounded body reads, credentials, SSE frames and keep-alives."""
+"""Small HTTP helpers shared by the HTTP bindings: bounded body reads, credentials, SSE frames."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import TypeVar
 
 from starlette.requests import Request
 
 from parley.protocol.errors import InvalidRequestError, PayloadTooLargeError
-from parley.pump import Pump
 from parley.server.access import Credentials
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 KEEPALIVE_FRAME = b": keep-alive\n\n"
-STREAM_BUFFER = 64  # events read ahead of a slow SSE client; beyond, the follower waits (and the bus buffers)
-T = TypeVar("T")
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -45,27 +40,6 @@ def sse_frame(data: bytes, event_id: int | None = None, event: str | None = None
     if event is not None:
         head += b"event: " + event.encode() + b"\n"
     return head + b"data: " + data + b"\n\n"
-
-
-async def with_keepalive(events: AsyncIterator[T], seconds: float) -> AsyncIterator[T | None]:
-    """The items of `events`, with None whenever none came for `seconds` (the writer sends a comment frame).
-
-    The events are read ahead by a :class:`~parley.pump.Pump`, so the idle deadline never
-    interrupts them, and a slow client makes the reader wait instead of buffering without bound.
-    """
-    pump = Pump(events, STREAM_BUFFER)
-    try:
-        while True:
-            try:
-                item = await pump.get(seconds)
-            except TimeoutError:
-                yield None
-                continue
-            except StopAsyncIteration:
-                return
-            yield item
-    finally:
-        await pump.aclose()
 
 
 def last_event_id(request: Request) -> int | None:

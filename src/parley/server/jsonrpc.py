@@ -29,7 +29,6 @@ from parley.server.http import (
     read_body,
     requested_extensions,
     sse_frame,
-    with_keepalive,
 )
 from parley.server.pipeline import AgentUrl, Call, Pipeline
 from parley.tasks.log import Entry
@@ -77,7 +76,7 @@ class JsonRpcEndpoint:
             req = rpc.dialect.decode(rpc.op, rpc.params)
             resume = last_event_id(request) if rpc.op is Operation.SUBSCRIBE else None
             return Call(agent_id, rpc.op, req, rpc.dialect.VERSION, extensions=requested_extensions(request),
-                        last_event_id=resume, agent_url=agent_url, tag=rpc)
+                        last_event_id=resume, agent_url=agent_url, idle=self.keepalive, tag=rpc)
 
         try:
             outcome = await self.pipeline.serve("JSONRPC", credentials_of(request), decode, agent_id)
@@ -96,11 +95,11 @@ class JsonRpcEndpoint:
         headers = getattr(error, "headers", None) or None
         return Response(error_body(request_id, error, version), status_code=status, media_type=JSON, headers=headers)
 
-    async def _sse(self, rpc: RpcRequest, events: AsyncIterator[Entry]) -> AsyncIterator[bytes]:
+    async def _sse(self, rpc: RpcRequest, events: AsyncIterator[Entry | None]) -> AsyncIterator[bytes]:
         encode = rpc.dialect.encode_event
         ends_when_settled = rpc.op is not Operation.SUBSCRIBE  # a subscription goes on through input-required
         try:
-            async for entry in with_keepalive(events, self.keepalive):
+            async for entry in events:
                 if entry is None:
                     yield KEEPALIVE_FRAME
                     continue

@@ -51,6 +51,7 @@ class Call:
     extensions: frozenset[str] = frozenset()
     last_event_id: int | None = None
     agent_url: AgentUrl | None = None  # the agent's URL as the caller sees it (cards, traces), on demand
+    idle: float | None = None  # streams: yield None after this many idle seconds (SSE keep-alives)
     tag: Any = None  # the binding's own data (the JSON-RPC request, to answer with its id)
 
 
@@ -60,7 +61,7 @@ class Outcome:
 
     call: Call
     result: Any = None
-    events: AsyncIterator[Entry] | None = None
+    events: AsyncIterator[Entry | None] | None = None  # None items: idle ticks (when the Call asked for them)
 
 
 Decoder = Callable[[], Awaitable[Call]]
@@ -89,7 +90,7 @@ class Pipeline:
             await self.limiter.acquire(access, principal)
             ctx = CallContext(agent_id=call.agent_id, principal=principal, version=call.version, binding=binding,
                               extensions=call.extensions, last_event_id=call.last_event_id,
-                              agent_url_of=call.agent_url)
+                              agent_url_of=call.agent_url, idle=call.idle)
             if call.op.streams:
                 events = await self.service.stream(ctx, call.op, call.request)
                 return Outcome(call, events=telemetry.stream_events(events))  # telemetry: subscriber, span end

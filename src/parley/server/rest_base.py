@@ -39,7 +39,6 @@ from parley.server.http import (
     read_body,
     requested_extensions,
     sse_frame,
-    with_keepalive,
 )
 from parley.server.pipeline import AgentUrl, Call, Pipeline
 from parley.tasks.log import Entry
@@ -173,7 +172,7 @@ class RestEndpoint:
             req = self.dialect.decode(found.op, params)
             resume = last_event_id(request) if found.op is Operation.SUBSCRIBE else None
             return Call(agent_id, found.op, req, self.binding_version, extensions=requested_extensions(request),
-                        last_event_id=resume, agent_url=agent_url)
+                        last_event_id=resume, agent_url=agent_url, idle=self.keepalive)
 
         try:
             outcome = await self.pipeline.serve("HTTP+JSON", credentials_of(request), decode, agent_id)
@@ -213,10 +212,10 @@ class RestEndpoint:
             params[key] = value
         return params
 
-    async def _sse(self, events: AsyncIterator[Entry], op: Operation) -> AsyncIterator[bytes]:
+    async def _sse(self, events: AsyncIterator[Entry | None], op: Operation) -> AsyncIterator[bytes]:
         ends_when_settled = op is not Operation.SUBSCRIBE  # a subscription goes on through input-required
         try:
-            async for entry in with_keepalive(events, self.keepalive):
+            async for entry in events:
                 if entry is None:
                     yield KEEPALIVE_FRAME
                     continue

@@ -46,6 +46,7 @@ class CallContext:
     extensions: frozenset[str] = frozenset()
     last_event_id: int | None = None
     agent_url_of: Callable[[], str] | None = None
+    idle: float | None = None  # a stream yields None after this many idle seconds (the writer's keep-alive cue)
 
     @property
     def agent_url(self) -> str | None:
@@ -108,7 +109,7 @@ class A2AService:
             return await self._trace(ctx, req)
         return await self._push(ctx, op, req)
 
-    async def stream(self, ctx: CallContext, op: Operation, req: Any) -> AsyncIterator[Entry]:
+    async def stream(self, ctx: CallContext, op: Operation, req: Any) -> AsyncIterator[Entry | None]:
         """Start a streaming operation; errors before the first event are raised here.
 
         The stream of a send ends when the task settles (terminal or interrupted); a
@@ -123,7 +124,8 @@ class A2AService:
             sub = await e.submit(ctx.agent_id, ctx.owner, req)
             first = sub.first
             assert isinstance(first.event, m.Task)
-            rest = e.follow(first.event.id, first.seq, state=first.event.status.state, until=is_settled)
+            rest = e.follow(first.event.id, first.seq, state=first.event.status.state, until=is_settled,
+                            idle=ctx.idle)
             return _chain(first, rest)
         first, rec = await e.subscribe(ctx.agent_id, ctx.owner, req.id, ctx.last_event_id)
         state = rec.task.status.state
@@ -132,7 +134,7 @@ class A2AService:
                 f"Task {req.id} is already finished; use GetTask, or resubscribe with Last-Event-ID to replay"
             )
         after = rec.seq if ctx.last_event_id is None else ctx.last_event_id
-        rest = e.follow(req.id, after, state=state, state_seq=rec.seq, until=is_terminal)
+        rest = e.follow(req.id, after, state=state, state_seq=rec.seq, until=is_terminal, idle=ctx.idle)
         return _chain(first, rest)
 
     def _check_message(self, ctx: CallContext, req: m.SendMessageRequest) -> None:
@@ -168,7 +170,7 @@ class A2AService:
         return None
 
 
-async def _chain(first: Entry | None, rest: AsyncIterator[Entry]) -> AsyncIterator[Entry]:
+async def _chain(first: Entry | None, rest: AsyncIterator[Entry | None]) -> AsyncIterator[Entry | None]:
     try:
         if first is not None:
             yield first

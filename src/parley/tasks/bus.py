@@ -29,8 +29,12 @@ class Subscription(ABC):
     """Live entries of one task, in the order they were published."""
 
     @abstractmethod
-    async def get(self) -> list[Entry] | None:
-        """The next published entries (waits for some); None if some were dropped: re-read the store."""
+    async def get(self, timeout: float | None = None) -> list[Entry] | None:
+        """The next published entries (waits for some); None if some were dropped: re-read the store.
+
+        With `timeout`, an empty list when nothing came within that many seconds (the entries keep
+        coming afterwards: waiting with a deadline never loses any).
+        """
 
     @abstractmethod
     def close(self) -> None:
@@ -88,11 +92,18 @@ class LocalSubscription(Subscription):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def get(self) -> list[Entry] | None:
+    async def get(self, timeout: float | None = None) -> list[Entry] | None:
         while not self._items and not self._lagged:
             self._waiter = asyncio.get_running_loop().create_future()
             try:
-                await self._waiter
+                if timeout is None:
+                    await self._waiter
+                else:
+                    try:
+                        async with asyncio.timeout(timeout):
+                            await self._waiter
+                    except TimeoutError:
+                        return []
             finally:
                 self._waiter = None
         if self._lagged:

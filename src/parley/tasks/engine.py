@@ -595,11 +595,13 @@ class TaskEngine:
         return rec.task
 
     async def follow(self, task_id: str, after: int, *, state: m.TaskState | None = None,
-                     state_seq: int | None = None, until: StopWhen = is_settled) -> AsyncIterator[Entry]:
+                     state_seq: int | None = None, until: StopWhen = is_settled,
+                     idle: float | None = None) -> AsyncIterator[Entry | None]:
         """Entries after `after` (stored, then live from the bus) until the task reaches a state `until` takes.
 
         `state` is the task's state as of entry `state_seq` (default `after`); without it, the
-        task's current state is read first.
+        task's current state is read first. With `idle`, None whenever nothing happened for that
+        many seconds (see :func:`parley.tasks.follow.follow_log`).
         """
         if state is None:
             run = self.runs.get(task_id)
@@ -608,7 +610,7 @@ class TaskEngine:
                 return
             state, state_seq = rec.task.status.state, rec.seq
         entries = follow_log(self.store, self.bus, task_id, after, state=state,
-                             state_seq=after if state_seq is None else state_seq, until=until)
+                             state_seq=after if state_seq is None else state_seq, until=until, idle=idle)
         async with contextlib.aclosing(entries):  # closing this stream ends the bus subscription at once
             async for entry in entries:
                 yield entry

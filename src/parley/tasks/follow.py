@@ -22,11 +22,13 @@ StopWhen = Callable[[m.TaskState], bool]
 
 
 async def follow_log(store: TaskStore, bus: EventBus, task_id: str, after: int, *, state: m.TaskState,
-                     state_seq: int, until: StopWhen) -> AsyncIterator[Entry]:
+                     state_seq: int, until: StopWhen, idle: float | None = None) -> AsyncIterator[Entry | None]:
     """Entries of `task_id` after `after` (user messages skipped), until the task reaches a state `until` accepts.
 
     `state` is the task's state as of entry `state_seq` (a snapshot the caller read);
-    the follower does not stop before it has passed that entry.
+    the follower does not stop before it has passed that entry. With `idle`, None is
+    yielded whenever nothing happened for that many seconds (an SSE writer's cue for a
+    keep-alive comment; the interval is the writer's choice).
     """
     last = after
 
@@ -50,7 +52,10 @@ async def follow_log(store: TaskStore, bus: EventBus, task_id: str, after: int, 
                     return
             if done():
                 return
-            batch = await sub.get()
+            batch = await sub.get(idle)
+            while batch == []:  # nothing for `idle` seconds
+                yield None
+                batch = await sub.get(idle)
 
 
 def _continues(entries: list[Entry], last: int) -> bool:
