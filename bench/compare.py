@@ -47,8 +47,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
-SERVERS = ("parley", "sdk")
-LABEL = {"parley": "Parley", "sdk": "a2a-sdk"}
+SERVERS: tuple[str, ...] = ("parley", "sdk")  # + "before" with --baseline-src
+LABEL = {"parley": "Parley", "sdk": "a2a-sdk", "before": "Parley before"}
 
 # (name, loadgen scenario, protocol, binding)
 SCENARIOS = [
@@ -376,6 +376,22 @@ def table(summary: dict[str, dict[str, dict]], names: list[str], runs: list[dict
     return "\n".join(lines)
 
 
+def baseline_table(summary: dict[str, dict[str, dict]], names: list[str]) -> str:
+    """Parley now vs an earlier Parley tree (--baseline-src), both against the same a2a-sdk rounds."""
+    lines = [
+        "| scenario | requests/s now / before | ratio to a2a-sdk now / before | server CPU µs/request now / before |",
+        "|---|---|---|---|",
+    ]
+    for name in names:
+        p, b, s = summary[name]["parley"], summary[name]["before"], summary[name]["sdk"]
+        lines.append(
+            f"| {name} | {fmt(p.get('rps'), 0)} / {fmt(b.get('rps'), 0)} | {ratio(p.get('rps'), s.get('rps'))} / "
+            f"{ratio(b.get('rps'), s.get('rps'))} | {fmt(p.get('server_cpu_us_per_request'), 0)} / "
+            f"{fmt(b.get('server_cpu_us_per_request'), 0)} |"
+        )
+    return "\n".join(lines)
+
+
 def verdict(summary: dict[str, dict[str, dict]]) -> list[str]:
     out = []
     for name in VERDICT:
@@ -416,7 +432,13 @@ def main() -> None:
         "is installed, as it is with a2a-sdk's dependencies)",
     )
     ap.add_argument("--quick", action="store_true", help="1 repeat, 2 s runs: a smoke test")
+    ap.add_argument("--baseline-src", type=Path, default=None,
+                    help="also measure the Parley of another checkout (its bench/parley_server.py and src/), "
+                    "in the same rounds: e.g. a `git worktree` of an earlier commit")
     args = ap.parse_args()
+    global SERVERS
+    if args.baseline_src is not None:
+        SERVERS = ("parley", "sdk", "before")
     if args.quick:
         args.repeats, args.duration, args.latency_duration = 1, 2.0, 1.5
 
@@ -464,6 +486,18 @@ def main() -> None:
         "parley": ServerProc("parley", p_cmd, p_port, tmp / "parley.log", grpc_port=pg_port),
         "sdk": ServerProc("sdk", s_cmd, s_port, tmp / "sdk.log", env=sdk_env, grpc_port=sg_port),
     }
+    if args.baseline_src is not None:
+        base = args.baseline_src.resolve()
+        b_port, bg_port = free_port(), (free_port() if with_grpc else None)
+        b_cmd = [sys.executable, str(base / "bench" / "parley_server.py"), "--port", str(b_port),
+                 "--db", str(tmp / "before" / "bench.db")]
+        if with_grpc:
+            b_cmd += ["--grpc-port", str(bg_port)]
+        servers["before"] = ServerProc("before", b_cmd, b_port, tmp / "before.log",
+                                       env={"PYTHONPATH": str(base / "src")}, grpc_port=bg_port)
+        env["baseline_src"] = str(base)
+        env["baseline_commit"] = subprocess.run(["git", "-C", str(base), "rev-parse", "HEAD"], capture_output=True,
+                                                text=True, check=False).stdout.strip()
 
     runs: list[dict[str, Any]] = []
     t_start = time.time()
@@ -495,7 +529,8 @@ def main() -> None:
             for name, sc, proto, binding in lat_scenarios:
                 plan.append((rep, name, sc, proto, binding, 1, args.latency_duration))
         for k, (rep, name, sc, proto, binding, conc, dur) in enumerate(plan):
-            order = SERVERS if (rep + k) % 2 == 0 else tuple(reversed(SERVERS))  # alternate who goes first
+            shift = (rep + k) % len(SERVERS)  # rotate who goes first
+            order = SERVERS[shift:] + SERVERS[:shift]
             for server in order:
                 srv = servers[server]
                 res = loadgen(
@@ -558,6 +593,8 @@ def main() -> None:
         table(summary, names, runs),
         "",
         *[f"- {line}" for line in verdict(summary)],
+        *(["", f"Parley now vs Parley before ({env.get('baseline_commit', '?')[:10]}), same rounds:", "",
+            baseline_table(summary, names), ""] if "before" in SERVERS else []),
         f"- server RSS at the end (MB): Parley {rss.get('parley')}, a2a-sdk {rss.get('sdk')}",
         (
             f"- machine load during the run: 1-min loadavg {lo_load:.2f}..{hi_load:.2f}; "
@@ -570,7 +607,7 @@ def main() -> None:
     result = {
         "stamp": stamp,
         "command": command,
-        "config": vars(args),
+        "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
         "environment": env,
         "servers": {
             name: {"cmd": servers[name].cmd, "url": servers[name].url, "grpc": servers[name].grpc_target}

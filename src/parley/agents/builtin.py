@@ -14,6 +14,8 @@ MAX_CHUNKS = 64  # a text of any size streams back in about this many chunks at 
 def chunks_of(text: str) -> list[str]:
     """`text` cut into pieces of about max(MIN_CHUNK, len/MAX_CHUNKS) characters, at spaces where possible."""
     size = max(MIN_CHUNK, -(-len(text) // MAX_CHUNKS))
+    if len(text) <= size:
+        return [text]
     out, i = [], 0
     while i < len(text):
         end = min(i + size, len(text))

@@ -29,7 +29,8 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 def credentials_of(request: Request) -> Credentials:
     """What an HTTP request presents to the authenticator: its headers and the peer address."""
-    return Credentials(headers=request.headers, peer=request.client.host if request.client else None)
+    client = request.scope.get("client")
+    return Credentials(headers=request.headers, peer=client[0] if client else None)
 
 
 def sse_frame(data: bytes, event_id: int | None = None, event: str | None = None) -> bytes:
@@ -56,7 +57,7 @@ def last_event_id(request: Request) -> int | None:
 def requested_extensions(request: Request) -> frozenset[str]:
     """Extension URIs the client activated (`A2A-Extensions`, or 0.3's `X-A2A-Extensions`)."""
     uris: set[str] = set()
-    for name in ("a2a-extensions", "x-a2a-extensions"):
-        for value in request.headers.getlist(name):
-            uris.update(u.strip() for u in value.split(",") if u.strip())
+    for name, value in request.headers.raw:  # one pass over the headers (names are lower case in ASGI)
+        if name == b"a2a-extensions" or name == b"x-a2a-extensions":
+            uris.update(u.strip() for u in value.decode("latin-1").split(",") if u.strip())
     return frozenset(uris)

@@ -124,9 +124,8 @@ class A2AService:
             sub = await e.submit(ctx.agent_id, ctx.owner, req)
             first = sub.first
             assert isinstance(first.event, m.Task)
-            rest = e.follow(first.event.id, first.seq, state=first.event.status.state, until=is_settled,
-                            idle=ctx.idle)
-            return _chain(first, rest)
+            return e.follow(first.event.id, first.seq, state=first.event.status.state, until=is_settled,
+                            idle=ctx.idle, first=first)
         first, rec = await e.subscribe(ctx.agent_id, ctx.owner, req.id, ctx.last_event_id)
         state = rec.task.status.state
         if first is not None and is_terminal(state) and ctx.version == "1.0":
@@ -134,8 +133,7 @@ class A2AService:
                 f"Task {req.id} is already finished; use GetTask, or resubscribe with Last-Event-ID to replay"
             )
         after = rec.seq if ctx.last_event_id is None else ctx.last_event_id
-        rest = e.follow(req.id, after, state=state, state_seq=rec.seq, until=is_terminal, idle=ctx.idle)
-        return _chain(first, rest)
+        return e.follow(req.id, after, state=state, state_seq=rec.seq, until=is_terminal, idle=ctx.idle, first=first)
 
     def _check_message(self, ctx: CallContext, req: m.SendMessageRequest) -> None:
         """Refuse what the agent declared it cannot take: media types, missing required extensions."""
@@ -168,16 +166,6 @@ class A2AService:
             return m.ListTaskPushConfigsResponse(configs=await store.list_push_configs(task_id))
         await store.delete_push_config(task_id, req.id)
         return None
-
-
-async def _chain(first: Entry | None, rest: AsyncIterator[Entry | None]) -> AsyncIterator[Entry | None]:
-    try:
-        if first is not None:
-            yield first
-        async for entry in rest:
-            yield entry
-    finally:
-        await rest.aclose()  # type: ignore[attr-defined]
 
 
 def part_media_type(part: m.Part) -> str:

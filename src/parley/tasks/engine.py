@@ -327,10 +327,8 @@ class TaskEngine:
             if await self.store.find_message(key) == rec.task.id:
                 return self._duplicate(rec)
             return await self._continue(agent, owner, req, rec, key)
-        prior = await self.store.find_message(key)
-        if prior is not None:
-            with contextlib.suppress(TaskNotFoundError):
-                return self._duplicate(await self._visible(agent_id, owner, prior))
+        # A new task: its commit inserts the key if absent, so a message sent again finds its task there
+        # (no lookup first: most messages are new).
         return await self._create(agent, owner, req, key)
 
     def _duplicate(self, rec: TaskRecord) -> Submission:
@@ -494,8 +492,8 @@ class TaskEngine:
 
     async def _take(self, run: Run, out: AgentOutput) -> None:
         """One output of the agent: buffer text, keep checkpoints and links, append everything else."""
-        if isinstance(out, str):
-            run.turn.output(out)
+        if type(out) is str:
+            run.turn.open.append(out)  # what Turn.output does with text, without the dispatch
             self._flush_soon(run)
             return
         if isinstance(out, InternalEvent):
@@ -594,23 +592,28 @@ class TaskEngine:
         assert rec is not None
         return rec.task
 
-    async def follow(self, task_id: str, after: int, *, state: m.TaskState | None = None,
-                     state_seq: int | None = None, until: StopWhen = is_settled,
-                     idle: float | None = None) -> AsyncIterator[Entry | None]:
+    def follow(self, task_id: str, after: int, *, state: m.TaskState | None = None, state_seq: int | None = None,
+               until: StopWhen = is_settled, idle: float | None = None,
+               first: Entry | None = None) -> AsyncIterator[Entry | None]:
         """Entries after `after` (stored, then live from the bus) until the task reaches a state `until` takes.
 
         `state` is the task's state as of entry `state_seq` (default `after`); without it, the
         task's current state is read first. With `idle`, None whenever nothing happened for that
-        many seconds (see :func:`parley.tasks.follow.follow_log`).
+        many seconds; `first` comes before everything (see :func:`parley.tasks.follow.follow_log`).
         """
         if state is None:
-            run = self.runs.get(task_id)
-            rec = run.record if run is not None else await self.store.get(task_id)
-            if rec is None:
-                return
-            state, state_seq = rec.task.status.state, rec.seq
-        entries = follow_log(self.store, self.bus, task_id, after, state=state,
-                             state_seq=after if state_seq is None else state_seq, until=until, idle=idle)
+            return self._follow_current(task_id, after, until, idle)
+        return follow_log(self.store, self.bus, task_id, after, state=state,
+                          state_seq=after if state_seq is None else state_seq, until=until, idle=idle, first=first)
+
+    async def _follow_current(self, task_id: str, after: int, until: StopWhen,
+                              idle: float | None) -> AsyncIterator[Entry | None]:
+        run = self.runs.get(task_id)
+        rec = run.record if run is not None else await self.store.get(task_id)
+        if rec is None:
+            return
+        entries = follow_log(self.store, self.bus, task_id, after, state=rec.task.status.state, state_seq=rec.seq,
+                             until=until, idle=idle)
         async with contextlib.aclosing(entries):  # closing this stream ends the bus subscription at once
             async for entry in entries:
                 yield entry

@@ -22,13 +22,15 @@ StopWhen = Callable[[m.TaskState], bool]
 
 
 async def follow_log(store: TaskStore, bus: EventBus, task_id: str, after: int, *, state: m.TaskState,
-                     state_seq: int, until: StopWhen, idle: float | None = None) -> AsyncIterator[Entry | None]:
+                     state_seq: int, until: StopWhen, idle: float | None = None,
+                     first: Entry | None = None) -> AsyncIterator[Entry | None]:
     """Entries of `task_id` after `after` (user messages skipped), until the task reaches a state `until` accepts.
 
     `state` is the task's state as of entry `state_seq` (a snapshot the caller read);
     the follower does not stop before it has passed that entry. With `idle`, None is
     yielded whenever nothing happened for that many seconds (an SSE writer's cue for a
-    keep-alive comment; the interval is the writer's choice).
+    keep-alive comment; the interval is the writer's choice). `first` (a snapshot the
+    stream starts with) is yielded before anything else.
     """
     last = after
 
@@ -36,6 +38,8 @@ async def follow_log(store: TaskStore, bus: EventBus, task_id: str, after: int, 
         return last >= state_seq and until(state)
 
     with bus.subscribe(task_id) as sub:
+        if first is not None:
+            yield first
         batch: list[Entry] | None = await store.events_after(task_id, after)
         while True:
             fresh = [e for e in batch if e.seq > last] if batch is not None else None

@@ -45,7 +45,7 @@ from parley.tasks.store import (
 )
 
 SCHEMA_VERSION = 2
-_UNFINISHED_SQL = f"('{m.TaskState.SUBMITTED.value}', '{m.TaskState.WORKING.value}')"  # what recovery looks at
+_UNFINISHED_SQL = f"('{m.TaskState.SUBMITTED.value}', '{m.TaskState.WORKING.value}')"  # what recovery takes over
 _MESSAGE_IDS = """(
     agent_id TEXT NOT NULL,
     owner TEXT NOT NULL,
@@ -82,7 +82,6 @@ CREATE TABLE IF NOT EXISTS tasks (
     lease_expires REAL
 );
 CREATE INDEX IF NOT EXISTS tasks_by_owner ON tasks (agent_id, owner, updated_at DESC, id DESC);
-CREATE INDEX IF NOT EXISTS tasks_unfinished ON tasks (state) WHERE state IN {_UNFINISHED_SQL};
 CREATE TABLE IF NOT EXISTS events (
     task_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -372,7 +371,8 @@ class SqliteTaskStore(TaskStore):
 
     async def claim_orphans(self, holder: str, now: float, expires_at: float, *,
                             any_other_holder: bool = False) -> list[TaskRecord]:
-        # The states as literals, as in the partial index tasks_unfinished, so that SQLite uses it.
+        # A full scan, and no index kept for it: every commit would pay for an index this query alone
+        # uses, while it runs once at start-up (one process per file: nobody else's lease can expire).
         cond = f"state IN {_UNFINISHED_SQL} AND (lease_holder IS NULL OR lease_expires <= ?"
         args: list[Any] = [now]
         if any_other_holder:

@@ -323,10 +323,12 @@ class TaskStore(ABC):
 
 
 def check_commit(commit: Commit) -> None:
-    """Refuse malformed commits (a store bug, not a conflict): entries must continue the log without gaps."""
-    for i, entry in enumerate(commit.entries, commit.expected_seq + 1):
-        if entry.seq != i:
-            raise ValueError(f"task {commit.task_id}: entry seq {entry.seq} does not follow {i - 1}")
+    """Refuse malformed commits (a caller's bug, not a conflict): entries must continue the log without gaps."""
+    seq = commit.expected_seq
+    for entry in commit.entries:
+        seq += 1
+        if entry.seq != seq:
+            raise ValueError(f"task {commit.task_id}: entry seq {entry.seq} does not follow {seq - 1}")
     if commit.record is not None and (commit.expected_seq != 0 or not commit.entries):
         raise ValueError(f"task {commit.task_id}: a creating commit starts the log at seq 1")
 
