@@ -436,6 +436,10 @@ def main() -> None:
                     help="also measure the Parley of another checkout (its bench/parley_server.py and src/), "
                     "in the same rounds: e.g. a `git worktree` of an earlier commit")
     args = ap.parse_args()
+    try:
+        import aiohttp  # noqa: F401  the fast client of bench/loadgen.py; httpx alone is slower than Parley
+    except ImportError:
+        ap.error("the load generator needs aiohttp, or it measures itself: pip install -e '.[bench]'")
     global SERVERS
     if args.baseline_src is not None:
         SERVERS = ("parley", "sdk", "before")
@@ -580,6 +584,7 @@ def main() -> None:
     env["loadavg_end"] = os.getloadavg()
     lo_load, hi_load = min(r["loadavg"] for r in runs), max(r["loadavg"] for r in runs)
     psi = [r.get("cpu_pressure_avg10") or 0 for r in runs]
+    busy = [r for r in runs if (r.get("client_cpu_util") or 0) >= 0.9]
     md = [
         (
             f"Run {stamp} ({elapsed:.0f} s): concurrency {args.concurrency}, {args.duration:g} s per run "
@@ -599,6 +604,11 @@ def main() -> None:
         (
             f"- machine load during the run: 1-min loadavg {lo_load:.2f}..{hi_load:.2f}; "
             f"CPU pressure avg10 {fmt(min(psi), 0)}..{fmt(max(psi), 0)}%"
+        ),
+        (
+            f"- load generator at >= 90% of a core in {len(busy)} of {len(runs)} runs"
+            + (f" ({', '.join(sorted({r['name'] + ' ' + r['server'] for r in busy}))}: there the generator, not "
+               "the server, may have set the pace)" if busy else "")
         ),
     ]
     report = "\n".join(md)
