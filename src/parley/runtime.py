@@ -20,6 +20,7 @@ from collections.abc import Mapping
 
 from parley.agents.base import Agent
 from parley.hub.delegation import Delegator
+from parley.security.ratelimit import Limiter
 from parley.server.access import Authenticator, Authorizer, RateLimiter
 from parley.server.cards import Cards
 from parley.server.local import LocalAgents
@@ -74,7 +75,8 @@ class Runtime:
         self.service = A2AService(self.engine, card=self.cards.card,
                                   push_notifications=self.settings.card.push_notifications,
                                   streaming=self.settings.card.streaming)
-        self.pipeline = Pipeline(self.service, authenticator=authenticator, authorizer=authorizer, limiter=limiter)
+        self.pipeline = Pipeline(self.service, authenticator=authenticator, authorizer=authorizer,
+                                 limiter=limiter or Limiter(self.settings.limits), input_limits=self.settings.limits)
         self.started_at = time.time()
         self.running = False
 

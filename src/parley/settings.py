@@ -29,6 +29,48 @@ class CardOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     documentation_url: str | None = None
 
 
+class JwtSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Bearer tokens (JWT) from an identity provider: HS256 with a shared secret, or keys from a JWKS."""
+
+    issuer: str | None = None  # the `iss` every token must carry (checked when set)
+    audience: list[str] = msgspec.field(default_factory=list)  # accepted `aud` values (one must match)
+    secret_env: str | None = None  # the NAME of the variable holding the HS256 secret, never the secret
+    jwks_url: str | None = None  # signing keys (RS256, ES256, EdDSA)
+    oidc_discovery_url: str | None = None  # .../.well-known/openid-configuration: its jwks_uri is used
+    algorithms: list[str] = msgspec.field(default_factory=list)  # default: HS256 with a secret, else RS256/ES256/EdDSA
+    leeway_seconds: float = 30.0  # clock skew allowed on exp / nbf / iat
+    principal_claim: str = "sub"
+    scopes_claim: str = "scope"  # a space-separated string or a list
+    jwks_min_refresh_seconds: float = 30.0  # an unknown `kid` refetches the keys at most this often
+    jwks_max_age_seconds: float = 3600.0  # keys are refetched at least this often
+
+
+class AuthSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Who may call: API keys from the store (`parley keys create`), and/or JWT bearer tokens."""
+
+    api_keys: bool = True  # accept the store's keys (X-API-Key, or Authorization: Bearer)
+    jwt: JwtSettings | None = None
+    admin_key_env: str | None = None  # the NAME of a variable holding an admin key (bootstraps --memory)
+    admin_principals: list[str] = msgspec.field(default_factory=list)  # principals with the admin scope
+
+
+class LimitSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Rate limits, concurrency limits and input limits (None: unlimited)."""
+
+    requests_per_minute: int | None = None  # per principal and agent (a token bucket)
+    burst: int | None = None  # bucket size (default: a tenth of a minute's requests, at least 1)
+    streams_per_principal: int | None = None  # open SSE/gRPC streams at once
+    tasks_per_agent: int | None = None  # tasks running at once
+    max_parts: int = 64  # parts in one message
+    max_text_bytes: int = 1024 * 1024  # UTF-8 bytes of text in one message
+    max_file_bytes: int = 4 * 1024 * 1024  # inline (raw) file bytes in one message
+    max_metadata_bytes: int = 64 * 1024  # encoded size of one metadata object
+    max_metadata_depth: int = 16  # nesting of metadata and data parts
+    max_json_depth: int = 64  # nesting of a request body
+    max_history_length: int = 1000  # messages in one task
+    max_subscribers_per_task: int = 100  # streams following one task at once
+
+
 class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """How a Parley server runs. Mutable: the CLI fills in what only it knows (the address it listens on)."""
 
@@ -46,7 +88,10 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     grpc_port: int | None = None
     grpc_host: str | None = None  # default: host
     lease_seconds: float = 30.0  # a running task's lease; another process takes over once it expires
+    insecure: bool = False  # serve a non-loopback address with no credentials configured (never in production)
     card: CardOptions = msgspec.field(default_factory=CardOptions)
+    auth: AuthSettings = msgspec.field(default_factory=AuthSettings)
+    limits: LimitSettings = msgspec.field(default_factory=LimitSettings)
 
     def merged(self, **overrides: Any) -> Settings:
         """A copy with the given fields replaced; None values leave a field as it is."""
@@ -69,6 +114,19 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             found.append(("lease_seconds", "must be at least 1 second"))
         if self.db is not None and not self.db.strip():
             found.append(("db", "must name a SQLite file or be \"memory\""))
+        jwt = self.auth.jwt
+        if jwt is not None:
+            sources = [x for x in (jwt.secret_env, jwt.jwks_url, jwt.oidc_discovery_url) if x]
+            if len(sources) != 1:
+                found.append(("auth.jwt", "give exactly one of secret_env (HS256), jwks_url or oidc_discovery_url"))
+            if "none" in {a.lower() for a in jwt.algorithms}:
+                found.append(("auth.jwt.algorithms", "\"none\" is never accepted"))
+            if jwt.leeway_seconds < 0 or jwt.leeway_seconds > 300:
+                found.append(("auth.jwt.leeway_seconds", "must be between 0 and 300"))
+        for name in ("requests_per_minute", "burst", "streams_per_principal", "tasks_per_agent"):
+            value = getattr(self.limits, name)
+            if value is not None and value < 1:
+                found.append((f"limits.{name}", "must be at least 1 (leave it out for no limit)"))
         for name in ("public_url", "self_url"):
             value = getattr(self, name)
             if value is not None and not value.startswith(("http://", "https://")):
@@ -91,4 +149,11 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         return f"http://{host}:{self.port}"
 
 
-__all__ = ["DEFAULT_DB", "DEFAULT_MAX_BODY_BYTES", "MEMORY", "CardOptions", "Settings"]
+    @property
+    def loopback(self) -> bool:
+        """Whether the server listens on a loopback address only."""
+        return self.host in ("127.0.0.1", "::1", "localhost") or self.host.startswith("127.")
+
+
+__all__ = ["DEFAULT_DB", "DEFAULT_MAX_BODY_BYTES", "MEMORY", "AuthSettings", "CardOptions", "JwtSettings",
+           "LimitSettings", "Settings"]

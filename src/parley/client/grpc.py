@@ -33,10 +33,13 @@ from parley.client.errors import ClientError
 from parley.client.jsonrpc import StreamItem
 from parley.grpc import a2a_pb2_grpc, convert
 from parley.protocol.errors import (
+    ACCESS_ERRORS,
     ALL_ERRORS,
     A2AError,
     InternalError,
     InvalidParamsError,
+    PermissionDeniedError,
+    RateLimitedError,
     UnauthenticatedError,
     UnsupportedOperationError,
 )
@@ -48,13 +51,15 @@ VERSIONS = {"1.0"}
 ERROR_DOMAIN = "a2a-protocol.org"
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
-_BY_REASON: dict[str, type[A2AError]] = {cls.reason: cls for cls in (*ALL_ERRORS, UnauthenticatedError)}
+_BY_REASON: dict[str, type[A2AError]] = {cls.reason: cls for cls in (*ALL_ERRORS, *ACCESS_ERRORS)}
 _BY_CODE: dict[grpc.StatusCode, type[A2AError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidParamsError,
     grpc.StatusCode.INTERNAL: InternalError,
     grpc.StatusCode.UNKNOWN: InternalError,
     grpc.StatusCode.UNIMPLEMENTED: UnsupportedOperationError,
     grpc.StatusCode.UNAUTHENTICATED: UnauthenticatedError,
+    grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: RateLimitedError,
 }
 _SECURE_SCHEMES = {"grpcs": 443, "https": 443}
 _PLAIN_SCHEMES = {"grpc": 80, "http": 80}

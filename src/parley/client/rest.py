@@ -58,7 +58,7 @@ ROUTES: dict[str, dict[Operation, tuple[str, str]]] = {
 }
 
 _BY_REASON: dict[str, type[e.A2AError]] = {
-    cls.reason: cls for cls in (*e.ALL_ERRORS, e.UnauthenticatedError)
+    cls.reason: cls for cls in (*e.ALL_ERRORS, *e.ACCESS_ERRORS)
 }
 _BY_REASON["METHOD_NOT_ALLOWED"] = e.MethodNotFoundError
 
@@ -66,6 +66,8 @@ _BY_REASON["METHOD_NOT_ALLOWED"] = e.MethodNotFoundError
 _BY_STATUS: dict[int, type[e.A2AError]] = {
     400: e.InvalidRequestError,
     401: e.UnauthenticatedError,
+    403: e.PermissionDeniedError,
+    429: e.RateLimitedError,
     405: e.MethodNotFoundError,
     409: e.TaskNotCancelableError,
     413: e.PayloadTooLargeError,

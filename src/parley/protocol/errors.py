@@ -20,9 +20,10 @@ class A2AError(Exception):
     reason: ClassVar[str] = "INTERNAL_ERROR"
     grpc_status: ClassVar[str] = "INTERNAL"
 
-    def __init__(self, message: str | None = None, data: Any = None) -> None:
+    def __init__(self, message: str | None = None, data: Any = None, *, headers: dict[str, str] | None = None) -> None:
         self.message = message or self.default_message
         self.data = data
+        self.headers = headers  # transport headers sent with the error (WWW-Authenticate, Retry-After, Allow)
         super().__init__(self.message)
 
     def to_jsonrpc(self) -> dict[str, Any]:
@@ -152,14 +153,46 @@ class PayloadTooLargeError(InvalidRequestError):
     http_status = 413
 
 
-class UnauthenticatedError(A2AError):
-    """No or bad credentials (HTTP 401)."""
+class UnsupportedMediaTypeError(InvalidRequestError):
+    """A request body that is not JSON (HTTP 415): refused before it is read."""
 
-    code = -32600
+    default_message = "Unsupported media type: send application/json"
+    http_status = 415
+    reason = "UNSUPPORTED_MEDIA_TYPE"
+
+
+# Access errors (A2A 1.0 section 3.3.2: "JSON-RPC custom error"): codes in the JSON-RPC server range,
+# after the A2A ones (-32001..-32009).
+
+
+class UnauthenticatedError(A2AError):
+    """No or bad credentials (HTTP 401, with a `WWW-Authenticate` challenge naming the schemes)."""
+
+    code = -32010
     default_message = "Authentication required"
     http_status = 401
     reason = "UNAUTHENTICATED"
     grpc_status = "UNAUTHENTICATED"
+
+
+class PermissionDeniedError(A2AError):
+    """Authenticated, but not allowed to do this (HTTP 403)."""
+
+    code = -32011
+    default_message = "Permission denied"
+    http_status = 403
+    reason = "PERMISSION_DENIED"
+    grpc_status = "PERMISSION_DENIED"
+
+
+class RateLimitedError(A2AError):
+    """Over a rate or concurrency limit (HTTP 429, with `Retry-After`)."""
+
+    code = -32012
+    default_message = "Too many requests"
+    http_status = 429
+    reason = "RATE_LIMITED"
+    grpc_status = "RESOURCE_EXHAUSTED"
 
 
 ALL_ERRORS: tuple[type[A2AError], ...] = (
@@ -178,8 +211,9 @@ ALL_ERRORS: tuple[type[A2AError], ...] = (
     ExtensionSupportRequiredError,
     VersionNotSupportedError,
 )
+ACCESS_ERRORS: tuple[type[A2AError], ...] = (UnauthenticatedError, PermissionDeniedError, RateLimitedError)
 
-_BY_CODE: dict[int, type[A2AError]] = {cls.code: cls for cls in ALL_ERRORS}
+_BY_CODE: dict[int, type[A2AError]] = {cls.code: cls for cls in (*ALL_ERRORS, *ACCESS_ERRORS)}
 
 
 def error_from_jsonrpc(error: dict[str, Any]) -> A2AError:

@@ -8,9 +8,9 @@ limited. Authentication, per-agent keys and rate limits plug in by replacing the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from parley.protocol.operations import Operation
 
@@ -41,11 +41,28 @@ class Credentials:
 
 @dataclass(frozen=True, slots=True)
 class Access:
-    """One request as the access steps see it: which agent, which operation, over which binding."""
+    """One request as the access steps see it: which agent, which operation, over which binding, and the
+    decoded request (for checks that look inside it, such as the skill a message asks for)."""
 
     agent_id: str
     op: Operation
     binding: str
+    request: Any = None
+
+
+@dataclass(slots=True)
+class Grant:
+    """What a rate limiter allowed: headers for the response (RateLimit, RateLimit-Policy) and, for a
+    limit on things held open (streams, running tasks), what to call when the request is over."""
+
+    headers: dict[str, str] = field(default_factory=dict)
+    release: Callable[[], None] | None = None
+
+    def done(self) -> None:
+        """The request (or its stream) is over: give back what it held, once."""
+        release, self.release = self.release, None
+        if release is not None:
+            release()
 
 
 class Authenticator(Protocol):
@@ -61,9 +78,9 @@ class Authorizer(Protocol):
 
 
 class RateLimiter(Protocol):
-    """Raises an A2AError (429-style) when the principal is over its limit."""
+    """Raises an A2AError (429-style, with Retry-After) when the principal is over a limit; else a Grant."""
 
-    async def acquire(self, access: Access, principal: Principal) -> None: ...
+    async def acquire(self, access: Access, principal: Principal) -> Grant: ...
 
 
 class OpenAuthenticator:
@@ -83,9 +100,12 @@ class AllowAll:
 class NoLimit:
     """No rate limits."""
 
-    async def acquire(self, access: Access, principal: Principal) -> None:
-        return None
+    async def acquire(self, access: Access, principal: Principal) -> Grant:
+        return NO_GRANT
 
 
-__all__ = ["ANONYMOUS", "Access", "AllowAll", "Authenticator", "Authorizer", "Credentials", "NoLimit",
-           "OpenAuthenticator", "Principal", "RateLimiter"]
+NO_GRANT = Grant()  # nothing to add, nothing to give back (never mutated: its release is None)
+
+
+__all__ = ["ANONYMOUS", "NO_GRANT", "Access", "AllowAll", "Authenticator", "Authorizer", "Credentials", "Grant",
+           "NoLimit", "OpenAuthenticator", "Principal", "RateLimiter"]

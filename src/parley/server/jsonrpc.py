@@ -84,15 +84,15 @@ class JsonRpcEndpoint:
             return self._error(seen.get("id"), exc, seen.get("version", "0.3"))
         rpc: RpcRequest = outcome.call.tag
         if outcome.events is not None:
-            return StreamingResponse(self._sse(rpc, outcome.events), media_type="text/event-stream",
-                                     headers=SSE_HEADERS)
+            headers = {**SSE_HEADERS, **outcome.headers} if outcome.headers else SSE_HEADERS
+            return StreamingResponse(self._sse(rpc, outcome.events), media_type="text/event-stream", headers=headers)
         result = outcome.result
         encoded = result if rpc.op is Operation.EXTENDED_CARD else rpc.dialect.encode_result(rpc.op, result)
-        return Response(jsonrpc.success(rpc.id, encoded), media_type=JSON)
+        return Response(jsonrpc.success(rpc.id, encoded), media_type=JSON, headers=outcome.headers)
 
     def _error(self, request_id: Any, error: A2AError, version: str) -> Response:
-        status = error.http_status if error.http_status in (401, 403, 413, 429) else 200
-        headers = getattr(error, "headers", None) or None
+        status = error.http_status if error.http_status in (401, 403, 413, 415, 429) else 200
+        headers = error.headers
         return Response(error_body(request_id, error, version), status_code=status, media_type=JSON, headers=headers)
 
     async def _sse(self, rpc: RpcRequest, events: AsyncIterator[Entry | None]) -> AsyncIterator[bytes]:

@@ -25,12 +25,16 @@ from parley.server.access import (
     Authenticator,
     Authorizer,
     Credentials,
+    NO_GRANT,
+    Grant,
     NoLimit,
     OpenAuthenticator,
     Principal,
     RateLimiter,
 )
+from parley.security.input_limits import check_input
 from parley.server.service import A2AService, CallContext
+from parley.settings import LimitSettings
 from parley.tasks.log import Entry
 from parley.telemetry import hooks as telemetry
 
@@ -57,11 +61,13 @@ class Call:
 
 @dataclass(slots=True)
 class Outcome:
-    """What the pipeline returns: the call it decoded, and its result or (streams) its events."""
+    """What the pipeline returns: the call it decoded, and its result or (streams) its events, and the
+    headers the access steps want on the response (rate-limit state)."""
 
     call: Call
     result: Any = None
     events: AsyncIterator[Entry | None] | None = None  # None items: idle ticks (when the Call asked for them)
+    headers: dict[str, str] | None = None
 
 
 Decoder = Callable[[], Awaitable[Call]]
@@ -71,11 +77,13 @@ class Pipeline:
     """Runs one request of any binding through the access steps into the service."""
 
     def __init__(self, service: A2AService, *, authenticator: Authenticator | None = None,
-                 authorizer: Authorizer | None = None, limiter: RateLimiter | None = None) -> None:
+                 authorizer: Authorizer | None = None, limiter: RateLimiter | None = None,
+                 input_limits: LimitSettings | None = None) -> None:
         self.service = service
         self.authenticator: Authenticator = authenticator or OpenAuthenticator()
         self.authorizer: Authorizer = authorizer or AllowAll()
         self.limiter: RateLimiter = limiter or NoLimit()
+        self.input_limits = input_limits or LimitSettings()
 
     async def serve(self, binding: str, credentials: Credentials, decode: Decoder,
                     agent_id: str | None = None) -> Outcome:
@@ -84,19 +92,30 @@ class Pipeline:
         try:
             call = await decode()
             telemetry.a2a_method(call.op, call.version, call.request)  # telemetry: method, version, task id
-            access = Access(call.agent_id, call.op, binding)
+            access = Access(call.agent_id, call.op, binding, call.request)
             principal = await self.principal(access, credentials)
+            check_input(call, self.input_limits)  # after authentication: strangers learn nothing of the limits
             await self.authorizer.authorize(access, principal)
-            await self.limiter.acquire(access, principal)
+            grant = await self.limiter.acquire(access, principal) or NO_GRANT  # None: nothing to report
             ctx = CallContext(agent_id=call.agent_id, principal=principal, version=call.version, binding=binding,
                               extensions=call.extensions, last_event_id=call.last_event_id,
                               agent_url_of=call.agent_url, idle=call.idle)
+            headers = grant.headers or None
             if call.op.streams:
-                events = await self.service.stream(ctx, call.op, call.request)
-                return Outcome(call, events=telemetry.stream_events(events))  # telemetry: subscriber, span end
-            result = await self.service.call(ctx, call.op, call.request)
+                try:
+                    events = await self.service.stream(ctx, call.op, call.request)
+                except BaseException:
+                    grant.done()
+                    raise
+                if grant.release is not None:
+                    events = _released(events, grant)
+                return Outcome(call, events=telemetry.stream_events(events), headers=headers)  # telemetry
+            try:
+                result = await self.service.call(ctx, call.op, call.request)
+            finally:
+                grant.done()
             telemetry.a2a_result(result)  # telemetry: the task id of a new task
-            return Outcome(call, result=result)
+            return Outcome(call, result=result, headers=headers)
         except A2AError as exc:
             telemetry.a2a_error(exc)  # telemetry: error.type
             raise
@@ -113,4 +132,16 @@ class Pipeline:
         return await self.authenticator.authenticate(access, credentials)
 
 
-__all__ = ["Call", "Decoder", "Outcome", "Pipeline"]
+async def _released(events: AsyncIterator[Entry | None], grant: Grant) -> AsyncIterator[Entry | None]:
+    """The stream's events; what the grant holds is given back when the stream ends, however it ends."""
+    try:
+        async for entry in events:
+            yield entry
+    finally:
+        grant.done()
+        closer = getattr(events, "aclose", None)
+        if closer is not None:
+            await closer()
+
+
+__all__ = ["AgentUrl", "Call", "Decoder", "Outcome", "Pipeline"]

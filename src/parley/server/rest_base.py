@@ -72,9 +72,8 @@ class MethodNotAllowed(A2AError):
     grpc_status = "UNIMPLEMENTED"
 
     def __init__(self, message: str, allowed: list[str]) -> None:
-        super().__init__(message)
+        super().__init__(message, headers={"Allow": ", ".join(allowed)})
         self.allowed = allowed
-        self.headers = {"Allow": ", ".join(allowed)}
 
 
 def is_v03_path(path: str) -> bool:
@@ -180,15 +179,16 @@ class RestEndpoint:
             return self._error(exc, media)
         op = outcome.call.op
         if outcome.events is not None:
-            return StreamingResponse(self._sse(outcome.events, op), media_type="text/event-stream",
-                                     headers=SSE_HEADERS)
+            headers = {**SSE_HEADERS, **outcome.headers} if outcome.headers else SSE_HEADERS
+            return StreamingResponse(self._sse(outcome.events, op), media_type="text/event-stream", headers=headers)
         if op is Operation.PUSH_DELETE:
-            return Response(b"{}", media_type=media)
-        return Response(dumps(self.dialect.encode_result(op, outcome.result)), media_type=media)
+            return Response(b"{}", media_type=media, headers=outcome.headers)
+        return Response(dumps(self.dialect.encode_result(op, outcome.result)), media_type=media,
+                        headers=outcome.headers)
 
     def _error(self, error: A2AError, media: str) -> Response:
         return Response(self.error_body(error), status_code=error.http_status, media_type=media,
-                        headers=getattr(error, "headers", None) or None)
+                        headers=error.headers)
 
     def check_version(self, request: Request, path: str) -> None:
         """Refuse requests that ask for another protocol version than this binding's."""
