@@ -20,8 +20,11 @@ from collections.abc import Mapping
 
 from parley.agents.base import Agent
 from parley.hub.delegation import Delegator
+from parley.protocol import models as m
+from parley.security.keys import KeyStore, open_keys
 from parley.security.ratelimit import Limiter
-from parley.server.access import Authenticator, Authorizer, RateLimiter
+from parley.security.setup import Security
+from parley.server.access import Authenticator, Authorizer, Principal, RateLimiter
 from parley.server.cards import Cards
 from parley.server.local import LocalAgents
 from parley.server.pipeline import Pipeline
@@ -41,8 +44,9 @@ class Runtime:
     Args:
         agents: the hosted agents by id (the first is the default unless `default_agent` says otherwise).
         settings: how to run; `settings.db` picks the store unless `store` is given.
-        store, bus: replace the store and bus the settings would build (tests, embedding).
-        authenticator, authorizer, limiter: the access steps of the request pipeline (default: open).
+        store, bus, keys: replace the task store, bus and API key store the settings would build.
+        authenticator, authorizer, limiter: replace the access steps of the request pipeline (default: built
+            from `settings.auth` and `settings.limits`: open until a credential is configured).
     """
 
     def __init__(
@@ -53,6 +57,7 @@ class Runtime:
         settings: Settings | None = None,
         store: TaskStore | None = None,
         bus: EventBus | None = None,
+        keys: KeyStore | None = None,
         authenticator: Authenticator | None = None,
         authorizer: Authorizer | None = None,
         limiter: RateLimiter | None = None,
@@ -72,10 +77,13 @@ class Runtime:
         self.delegator = Delegator(self_url=self.settings.reachable_self_url, local=self.local)
         self.engine = TaskEngine(self.store, agents, bus=self.bus, delegator=self.delegator,
                                  cancel_child=self.delegator.cancel_link, lease_seconds=self.settings.lease_seconds)
-        self.service = A2AService(self.engine, card=self.cards.card,
+        self.keys = keys if keys is not None else open_keys(self.settings.db)
+        self.security = Security(self.settings, agents, self.keys)
+        self.service = A2AService(self.engine, card=self.public_card, extended_card=self.extended_card,
                                   push_notifications=self.settings.card.push_notifications,
                                   streaming=self.settings.card.streaming)
-        self.pipeline = Pipeline(self.service, authenticator=authenticator, authorizer=authorizer,
+        self.pipeline = Pipeline(self.service, authenticator=authenticator or self.security.authenticator,
+                                 authorizer=authorizer or self.security.authorizer,
                                  limiter=limiter or Limiter(self.settings.limits), input_limits=self.settings.limits)
         self.started_at = time.time()
         self.running = False
@@ -87,13 +95,27 @@ class Runtime:
         log.debug("runtime started (%d task(s) failed at recovery)", len(failed))
 
     async def stop(self) -> None:
-        """Stop the running agents (their tasks stay resumable), then close the bus and the store."""
+        """Stop the running agents (their tasks stay resumable), then close the bus and the stores."""
         self.running = False
         try:
             await self.engine.shutdown()
         finally:
             await self.bus.close()
             await self.store.close()
+            await self.security.close()
+            if self.keys is not None:
+                await self.keys.close()
+
+    async def public_card(self, agent_id: str, agent_url: str) -> m.AgentCard:
+        """The card anyone may read, declaring the security that is enforced."""
+        return self.cards.card(agent_id, agent_url, await self.security.card_security())
+
+    async def extended_card(self, agent_id: str, agent_url: str, principal: Principal) -> m.AgentCard | None:
+        """The authenticated extended card: the skills this caller may use; None while the server is open."""
+        security = await self.security.card_security()
+        if security is None:
+            return None
+        return self.cards.card(agent_id, agent_url, security, self.security.visible_skills(agent_id, principal))
 
     def _base_urls(self) -> list[str]:
         """The base URLs that name this server (where it reaches itself, and where clients reach it)."""

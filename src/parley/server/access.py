@@ -23,6 +23,11 @@ class Principal:
     kind: str = "anonymous"  # anonymous | key | token | internal (a delegation inside this server)
     scopes: frozenset[str] = frozenset()
     name: str | None = None
+    agent: str | None = None  # the one agent an API key opens; None: any agent
+
+    def opens(self, agent_id: str) -> bool:
+        """Whether this principal may call `agent_id` at all."""
+        return self.agent is None or self.agent in ("*", agent_id)
 
 
 ANONYMOUS = Principal("anonymous")

@@ -99,19 +99,21 @@ class HttpServer:
 
     async def card_default(self, request: Request) -> Response:
         agent_id = self.runtime.default_agent
-        return self._card(request, agent_id, self.agent_url(request, agent_id, root=True))
+        return await self._card(request, agent_id, self.agent_url(request, agent_id, root=True))
 
     async def card_agent(self, request: Request) -> Response:
         agent_id = request.path_params["agent_id"]
         if agent_id not in self.runtime.agents:
             return JSONResponse({"error": f"no agent {agent_id!r} is hosted here"}, status_code=404)
-        return self._card(request, agent_id, self.agent_url(request, agent_id))
+        return await self._card(request, agent_id, self.agent_url(request, agent_id))
 
-    def _card(self, request: Request, agent_id: str, url: str) -> Response:
-        return _card_response(request, self.runtime.cards.document(agent_id, url, v1=_wants_v1(request)))
+    async def _card(self, request: Request, agent_id: str, url: str) -> Response:
+        security = await self.runtime.security.card_security()
+        doc = self.runtime.cards.document(agent_id, url, v1=_wants_v1(request), security=security)
+        return _card_response(request, doc)
 
     async def list_agents(self, request: Request) -> Response:
-        cards = [card_v1(self.runtime.cards.card(agent_id, self.agent_url(request, agent_id)))
+        cards = [card_v1(await self.runtime.public_card(agent_id, self.agent_url(request, agent_id)))
                  for agent_id in self.runtime.agents]
         return Response(dumps({"agents": cards, "default": self.runtime.default_agent}),
                         media_type="application/json")

@@ -16,13 +16,17 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from email.utils import formatdate
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from parley.agents.base import Agent
 from parley.protocol import models as m
 from parley.protocol.codec import dumps, to_wire
+from parley.protocol.v0_3_cards import security_to_v03
 from parley.settings import CardOptions, Settings
+
+if TYPE_CHECKING:
+    from parley.security.schemes import CardSecurity
 
 JSONRPC = "JSONRPC"
 HTTP_JSON = "HTTP+JSON"
@@ -46,8 +50,13 @@ def interfaces(url: str, *, grpc_address: str | None = None, tenant: str | None 
 
 
 def build_card(agent: Agent, url: str, options: CardOptions, *, grpc_address: str | None = None,
-               tenant: str | None = None) -> m.AgentCard:
-    """The 1.0 card of `agent`, served at `url` (and at `grpc_address` over gRPC)."""
+               tenant: str | None = None, security: CardSecurity | None = None,
+               skills: list[m.AgentSkill] | None = None) -> m.AgentCard:
+    """The 1.0 card of `agent`, served at `url` (and at `grpc_address` over gRPC).
+
+    `security` (a secured server) declares the enforced schemes and offers the authenticated
+    extended card; `skills` replaces the agent's skills (the extended card of one caller).
+    """
     return m.AgentCard(
         name=agent.name,
         description=agent.description,
@@ -56,14 +65,16 @@ def build_card(agent: Agent, url: str, options: CardOptions, *, grpc_address: st
         capabilities=m.AgentCapabilities(
             streaming=options.streaming,
             push_notifications=options.push_notifications,
-            extended_agent_card=options.extended_card,
+            extended_agent_card=options.extended_card or security is not None,
             extensions=list(agent.extensions) or None,
         ),
         default_input_modes=list(agent.input_modes),
         default_output_modes=list(agent.output_modes),
-        skills=list(agent.skills),
+        skills=list(agent.skills if skills is None else skills),
         provider=options.provider or m.AgentProvider(organization="Parley", url=url),
         documentation_url=options.documentation_url,
+        security_schemes=security.schemes_json() if security is not None else None,
+        security_requirements=security.requirements_json() if security is not None else None,
     )
 
 
@@ -73,8 +84,8 @@ def card_v1(card: m.AgentCard) -> dict[str, Any]:
 
 
 def card_v03(card: m.AgentCard) -> dict[str, Any]:
-    """The card with the 0.3 connection fields added (for clients without a version)."""
-    data = to_wire(card)
+    """The card with the 0.3 connection fields added (for clients without a version), its security in 0.3 form."""
+    data = security_to_v03(to_wire(card))
     legacy = [i for i in card.supported_interfaces if i.protocol_version.startswith("0.")]
     primary = legacy[0] if legacy else card.supported_interfaces[0]
     data["url"] = primary.url
@@ -113,7 +124,7 @@ class Cards:
         self.settings = settings
         self.cache_size = cache_size
         self.modified_at = time.time()
-        self._documents: OrderedDict[tuple[str, str, bool], CardDocument] = OrderedDict()
+        self._documents: OrderedDict[tuple[Any, ...], CardDocument] = OrderedDict()
 
     def grpc_address(self, agent_url: str) -> str | None:
         """host:port of the gRPC binding as the clients of `agent_url` reach it, if gRPC is served."""
@@ -123,19 +134,22 @@ class Cards:
         host = urlsplit(agent_url).hostname or self.settings.grpc_bind_host
         return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
-    def card(self, agent_id: str, agent_url: str) -> m.AgentCard:
-        """The canonical card of an agent served at `agent_url`."""
+    def card(self, agent_id: str, agent_url: str, security: CardSecurity | None = None,
+             skills: list[m.AgentSkill] | None = None) -> m.AgentCard:
+        """The canonical card of an agent served at `agent_url` (see :func:`build_card`)."""
         return build_card(self.agents[agent_id], agent_url, self.settings.card,
-                          grpc_address=self.grpc_address(agent_url), tenant=agent_id)
+                          grpc_address=self.grpc_address(agent_url), tenant=agent_id, security=security,
+                          skills=skills)
 
-    def document(self, agent_id: str, agent_url: str, *, v1: bool) -> CardDocument:
+    def document(self, agent_id: str, agent_url: str, *, v1: bool,
+                 security: CardSecurity | None = None) -> CardDocument:
         """The serialised card: pure 1.0 (`v1`), or with the 0.3 connection fields."""
-        key = (agent_id, agent_url, v1)
+        key = (agent_id, agent_url, v1, security.requirements if security is not None else None)
         doc = self._documents.get(key)
         if doc is not None:
             self._documents.move_to_end(key)
             return doc
-        card = self.card(agent_id, agent_url)
+        card = self.card(agent_id, agent_url, security)
         doc = document(card_v1(card) if v1 else card_v03(card), self.modified_at)
         self._documents[key] = doc
         while len(self._documents) > self.cache_size:

@@ -152,9 +152,13 @@ class ParleyA2AServicer(a2a_pb2_grpc.A2AServiceServicer):
             agent_id = self._agent(getattr(request, "tenant", ""))
             resume = _last_event_id(_metadata(context, LAST_EVENT_ID_KEY)) if op is Operation.SUBSCRIBE else None
             return Call(agent_id, op, convert.decode_request(op, request), "1.0", extensions=frozenset(extensions),
-                        last_event_id=resume)
+                        last_event_id=resume, agent_url=lambda: self._http_url(agent_id))
 
         return decode
+
+    def _http_url(self, agent_id: str) -> str:
+        """The agent's HTTP URL as this server names itself (cards asked for over gRPC)."""
+        return f"{self.runtime.settings.reachable_self_url()}/a2a/{agent_id}"
 
     def _agent(self, tenant: str) -> str:
         agent_id = self.runtime.agent_id(tenant)

@@ -21,6 +21,7 @@ from parley.protocol.codec import dumps
 from parley.protocol.errors import A2AError, InternalError
 from parley.protocol.jsonrpc import EnvelopeError, RpcRequest
 from parley.protocol.operations import Operation
+from parley.server.cards import card_v03, card_v1
 from parley.server.http import (
     KEEPALIVE_FRAME,
     SSE_HEADERS,
@@ -87,7 +88,10 @@ class JsonRpcEndpoint:
             headers = {**SSE_HEADERS, **outcome.headers} if outcome.headers else SSE_HEADERS
             return StreamingResponse(self._sse(rpc, outcome.events), media_type="text/event-stream", headers=headers)
         result = outcome.result
-        encoded = result if rpc.op is Operation.EXTENDED_CARD else rpc.dialect.encode_result(rpc.op, result)
+        if rpc.op is Operation.EXTENDED_CARD:  # the card of the caller's version
+            encoded = card_v1(result) if rpc.dialect.VERSION == "1.0" else card_v03(result)
+        else:
+            encoded = rpc.dialect.encode_result(rpc.op, result)
         return Response(jsonrpc.success(rpc.id, encoded), media_type=JSON, headers=outcome.headers)
 
     def _error(self, request_id: Any, error: A2AError, version: str) -> Response:

@@ -9,7 +9,7 @@ binding encodes in the caller's version. Errors are canonical A2A errors.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +32,9 @@ from parley.server.access import Principal
 from parley.tasks.engine import TaskEngine
 from parley.tasks.log import Entry, trim_history
 
-CardSource = Callable[[str, str], m.AgentCard]  # (agent id, agent URL) -> the agent's public card
+CardSource = Callable[[str, str], Awaitable[m.AgentCard]]  # (agent id, agent URL) -> the agent's public card
+# (agent id, agent URL, caller) -> the caller's extended card, or None when none is offered
+ExtendedCardSource = Callable[[str, str, Principal], Awaitable["m.AgentCard | None"]]
 
 
 @dataclass(slots=True)
@@ -70,10 +72,12 @@ class TraceRequest:
 class A2AService:
     """Implements each A2A operation on top of the task engine."""
 
-    def __init__(self, engine: TaskEngine, *, card: CardSource | None = None, push_notifications: bool = False,
+    def __init__(self, engine: TaskEngine, *, card: CardSource | None = None,
+                 extended_card: ExtendedCardSource | None = None, push_notifications: bool = False,
                  streaming: bool = True) -> None:
         self.engine = engine
         self.card = card
+        self.extended_card = extended_card
         self.push_notifications = push_notifications
         self.streaming = streaming
 
@@ -98,13 +102,18 @@ class A2AService:
         if op is Operation.CANCEL:
             return await e.cancel(ctx.agent_id, ctx.owner, req)
         if op is Operation.EXTENDED_CARD:
+            card = None
+            if self.extended_card is not None:
+                card = await self.extended_card(ctx.agent_id, ctx.agent_url or "", ctx.principal)
+            if card is not None:
+                return card
             if ctx.version == "1.0":
                 raise UnsupportedOperationError("This agent does not offer an extended agent card")
             raise ExtendedCardNotConfiguredError()
         if op is Operation.CARD:
             if self.card is None or ctx.agent_url is None:
                 raise UnsupportedOperationError("The agent card is served at the well-known URL")
-            return self.card(ctx.agent_id, ctx.agent_url)
+            return await self.card(ctx.agent_id, ctx.agent_url)
         if op is Operation.TRACE:
             return await self._trace(ctx, req)
         return await self._push(ctx, op, req)

@@ -1,0 +1,108 @@
+"""Turning a request's credentials into a principal: API keys, an admin key, JWT bearer tokens.
+
+The server is *secured* as soon as any credential is configured: an active API key in the
+store, an admin key in the environment, or a token issuer. Then every A2A request of every
+binding must present one (HTTP 401 / gRPC UNAUTHENTICATED otherwise, with a
+`WWW-Authenticate` challenge naming the accepted schemes). With nothing configured the server
+is open: every caller is the anonymous principal (development mode, loopback only unless
+`--insecure`; see :func:`open_mode_problem`).
+
+Keys are read from `X-API-Key`, or from `Authorization: Bearer pk_...`; any other bearer token
+is a JWT for the configured issuer.
+"""
+
+from __future__ import annotations
+
+import hmac
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from parley.protocol.errors import UnauthenticatedError
+from parley.security.keys import ADMIN, KeyStore
+from parley.server.access import ANONYMOUS, Access, Credentials, Principal
+
+API_KEY_HEADER = "X-API-Key"
+SECURED_CACHE_SECONDS = 1.0  # how long "are there active keys?" is remembered (a key made by the CLI counts soon)
+
+
+class CredentialAuthenticator:
+    """The Authenticator of the request pipeline over the configured credentials.
+
+    Args:
+        keys: the API key store (None: keys are not accepted).
+        jwt: a verifier of bearer tokens (`parley.security.jwt.JwtVerifier`), or None.
+        admin_key: a key from the environment that is an admin principal (bootstraps `--memory`).
+    """
+
+    def __init__(self, keys: KeyStore | None, jwt: Any = None, admin_key: str | None = None) -> None:
+        self.keys = keys
+        self.jwt = jwt
+        self.admin_key = admin_key or None
+        self._secured_until = 0.0
+        self._secured = False
+
+    async def secured(self) -> bool:
+        """Whether requests must authenticate: a credential of some kind is configured."""
+        if self.jwt is not None or self.admin_key is not None:
+            return True
+        if self.keys is None:
+            return False
+        now = time.monotonic()
+        if now >= self._secured_until:
+            self._secured = await self.keys.has_active()
+            self._secured_until = now + SECURED_CACHE_SECONDS
+        return self._secured
+
+    def challenge(self, error: str | None = None, description: str | None = None) -> dict[str, str]:
+        """The `WWW-Authenticate` header for a refusal: the schemes this server accepts."""
+        parts = []
+        if self.keys is not None or self.admin_key is not None:
+            parts.append(f'ApiKey realm="a2a", header="{API_KEY_HEADER}"')
+        if self.jwt is not None or self.keys is not None:
+            bearer = 'Bearer realm="a2a"'
+            if error:
+                bearer += f', error="{error}"'
+            if description:
+                bearer += f', error_description="{_quoted(description)}"'
+            parts.append(bearer)
+        return {"WWW-Authenticate": ", ".join(parts) or 'Bearer realm="a2a"'}
+
+    def refuse(self, message: str, error: str | None = "invalid_token") -> UnauthenticatedError:
+        return UnauthenticatedError(message, headers=self.challenge(error, message if error else None))
+
+    async def authenticate(self, access: Access, credentials: Credentials) -> Principal:
+        if not await self.secured():
+            return ANONYMOUS
+        api_key, bearer = presented(credentials.headers)
+        token = api_key or bearer
+        if not token:
+            raise self.refuse(f"Authentication required: send an API key ({API_KEY_HEADER}) or a bearer token",
+                              error=None)
+        if self.admin_key is not None and hmac.compare_digest(token.encode(), self.admin_key.encode()):
+            return Principal("admin", kind="key", scopes=frozenset({ADMIN, "a2a"}), name="admin (environment)")
+        if token.startswith("pk_") or api_key is not None:
+            key = await self.keys.check(token) if self.keys is not None else None
+            if key is None:
+                raise self.refuse("The API key is not valid: unknown, revoked or expired")
+            return Principal(key.principal, kind="key", scopes=key.scopes, name=key.name or key.id, agent=key.agent_id)
+        if self.jwt is None:
+            raise self.refuse("The bearer token is not an API key of this server, and no token issuer is configured")
+        identity = await self.jwt.verify(token)  # UnauthenticatedError with its own challenge
+        return Principal(identity.principal, kind="token", scopes=identity.scopes)
+
+
+def presented(headers: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """(the X-API-Key value, the bearer token of Authorization) a request carries."""
+    api_key = headers.get("x-api-key") or None
+    auth = headers.get("authorization") or ""
+    scheme, _, value = auth.strip().partition(" ")
+    bearer = value.strip() or None if scheme.lower() == "bearer" else None
+    return (api_key.strip() if api_key else None), bearer
+
+
+def _quoted(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', "'")
+
+
+__all__ = ["API_KEY_HEADER", "CredentialAuthenticator", "presented"]

@@ -1,0 +1,82 @@
+"""What an authenticated principal may do: which agents, which skills, which operations.
+
+- An API key opens the agent it was made for (admin keys open every agent).
+- A skill may require scopes (its card's `securityRequirements`, 1.0 `AgentSkill`); a message
+  that selects the skill (`metadata["parley.skill"]`, on the message or the request) is
+  allowed only if the principal holds the scopes of one of the skill's requirements.
+- Which tasks a principal sees is not decided here: tasks belong to the principal that made
+  them, and every read is scoped by owner (another's task id is TaskNotFound).
+
+Refusals are PermissionDeniedError (HTTP 403, gRPC PERMISSION_DENIED), naming what is missing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from parley.agents.base import Agent
+from parley.protocol import models as m
+from parley.protocol.errors import InvalidParamsError, PermissionDeniedError
+from parley.protocol.operations import Operation
+from parley.server.access import Access, Principal
+
+SKILL_KEY = "parley.skill"  # metadata key naming the skill a message is for
+
+
+def skill_requirements(skill: m.AgentSkill) -> list[frozenset[str]]:
+    """The alternative scope sets a skill requires (any one suffices); empty: no requirement."""
+    out = []
+    for req in skill.security_requirements or []:
+        schemes = req.get("schemes", req) if isinstance(req, dict) else {}
+        scopes: set[str] = set()
+        for value in schemes.values() if isinstance(schemes, dict) else []:
+            items = value.get("list", []) if isinstance(value, dict) else value
+            scopes.update(str(s) for s in items or [])
+        out.append(frozenset(scopes))
+    return out
+
+
+def allowed_skill(skill: m.AgentSkill, principal: Principal) -> bool:
+    """Whether `principal` holds the scopes of one of the skill's requirements (or it has none)."""
+    reqs = skill_requirements(skill)
+    return not reqs or any(req <= principal.scopes for req in reqs)
+
+
+def requested_skill(request: Any) -> str | None:
+    """The skill a send request selects, if it names one."""
+    for metadata in (getattr(request, "metadata", None), getattr(getattr(request, "message", None), "metadata", None)):
+        if isinstance(metadata, dict) and isinstance(metadata.get(SKILL_KEY), str):
+            return metadata[SKILL_KEY]
+    return None
+
+
+class ScopeAuthorizer:
+    """The Authorizer of a secured server."""
+
+    def __init__(self, agents: Mapping[str, Agent]) -> None:
+        self.agents = agents
+
+    async def authorize(self, access: Access, principal: Principal) -> None:
+        if principal.kind in ("anonymous", "internal"):
+            return  # an open server; or a delegation inside this server, checked when its caller came in
+        if not principal.opens(access.agent_id):
+            raise PermissionDeniedError(
+                f"This key opens agent {principal.agent!r}, not {access.agent_id!r}: make a key for that agent"
+            )
+        if access.op in (Operation.SEND, Operation.STREAM):
+            skill_id = requested_skill(access.request)
+            if skill_id is not None:
+                agent = self.agents[access.agent_id]
+                skill = next((s for s in agent.skills if s.id == skill_id), None)
+                if skill is None:
+                    raise InvalidParamsError(
+                        f"Invalid params: agent {access.agent_id!r} has no skill {skill_id!r} "
+                        f"(metadata {SKILL_KEY!r})"
+                    )
+                if not allowed_skill(skill, principal):
+                    needed = " or ".join("{" + ", ".join(sorted(r)) + "}" for r in skill_requirements(skill))
+                    raise PermissionDeniedError(f"Skill {skill_id!r} needs the scopes {needed}")
+
+
+__all__ = ["SKILL_KEY", "ScopeAuthorizer", "allowed_skill", "requested_skill", "skill_requirements"]
