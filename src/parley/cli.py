@@ -26,6 +26,25 @@ app = typer.Typer(help="Parley: serve A2A agents, and talk to any A2A agent.", n
                   pretty_exceptions_enable=False, add_completion=False)
 tasks_app = typer.Typer(help="Read, list, cancel and watch tasks.", no_args_is_help=True)
 app.add_typer(tasks_app, name="tasks")
+keys_app = typer.Typer(help="Make, list and revoke the API keys of a server's agents (its --db or --config).",
+                       no_args_is_help=True)
+app.add_typer(keys_app, name="keys")
+CREDENTIALS: dict[str, str] = {}  # headers every client command sends (--api-key / --token)
+
+
+@app.callback()
+def _credentials(
+    api_key: str | None = typer.Option(None, "--api-key", envvar="PARLEY_API_KEY",
+                                          help="An API key to send (X-API-Key)."),
+    token: str | None = typer.Option(None, "--token", envvar="PARLEY_TOKEN",
+                                        help="A bearer token to send (Authorization)."),
+) -> None:
+    """Parley: serve A2A agents, and talk to any A2A agent."""
+    CREDENTIALS.clear()
+    if api_key:
+        CREDENTIALS["X-API-Key"] = api_key
+    if token:
+        CREDENTIALS["Authorization"] = f"Bearer {token}"
 
 out = Console()
 err = Console(stderr=True)
@@ -45,7 +64,7 @@ async def connect(url: str, version: str | None = None, binding: str | None = No
         if key not in BINDINGS:
             raise ClientError(f"unknown binding {binding!r}; use jsonrpc, rest or grpc")
         bindings = [BINDINGS[key]]
-    return await A2AClient.connect(url, version=version, bindings=bindings)
+    return await A2AClient.connect(url, version=version, bindings=bindings, headers=dict(CREDENTIALS) or None)
 
 
 def fail(message: str) -> None:
@@ -158,6 +177,8 @@ def serve(
                                         "[default: on when OTEL_TRACES_EXPORTER or OTEL_EXPORTER_OTLP_ENDPOINT is set]."),
     log_format: str = typer.Option("text", "--log-format", help="Log format: text, or json (one object per line, "
                                    "with task and trace ids)."),
+    insecure: bool = typer.Option(False, "--insecure", help="Serve a non-loopback address with no credentials "
+                                  "configured: every client is trusted. Never in production."),
 ) -> None:
     """Start the A2A server: built-in agents (echo, interviewer) over SQLite, and the dashboard at /.
 
@@ -181,7 +202,7 @@ def serve(
     except ServeError as exc:
         fail(str(exc))
     settings = parley.settings.merged(host=host, port=port, db=MEMORY if memory else db, public_url=public_url,
-                                      max_body_bytes=max_body_bytes, grpc_port=grpc_port)
+                                      max_body_bytes=max_body_bytes, grpc_port=grpc_port, insecure=insecure or None)
     if settings.db is None:
         settings.db = DEFAULT_DB
     for key, reason in settings.problems():
@@ -198,6 +219,9 @@ def serve(
         asgi = parley.asgi(settings)
     except StoreError as exc:
         fail(str(exc))
+    except ValueError as exc:  # a credential setting that cannot be used (a JWT secret variable unset, ...)
+        fail(str(exc))
+    _check_open_mode(asgi.state.parley, settings)
     base = settings.public_url or f"http://{settings.host}:{settings.port}"
     err.print(f"[bold]Parley[/] serving {len(parley.agents)} agent(s) at {base}  (default: {parley.default_agent})",
               highlight=False)
@@ -215,6 +239,19 @@ def serve(
             from parley.telemetry import shutdown_telemetry
 
             shutdown_telemetry()
+
+
+def _check_open_mode(runtime: Any, settings: Any) -> None:
+    """No credentials configured: on a loopback address, say so loudly; elsewhere, refuse unless --insecure."""
+    if asyncio.run(runtime.security.authenticator.secured()):
+        return
+    if not settings.loopback and not settings.insecure:
+        fail(f"no credentials are configured, so every client of {settings.host} would be trusted: make an API key "
+             "(parley keys create AGENT --db ...), configure [server.auth.jwt], or pass --insecure")
+    where = "every client that can reach it" if not settings.loopback else "every local process"
+    err.print(f"[bold yellow]WARNING:[/] no credentials configured: {where} is trusted, as the `anonymous` "
+              "principal (development mode). Make an API key with `parley keys create AGENT` to require one.",
+              highlight=False, soft_wrap=True)
 
 
 def _observability(otel: bool | None, log_format: str, log_level: str) -> tuple[dict | None, bool]:
@@ -259,11 +296,138 @@ def _from_config(path: str):
         raise ServeError(f"{path}: cannot build the agents: {type(exc).__name__}: {exc}") from None
 
 
+# --- keys -------------------------------------------------------------------------------------------------------
+
+DbOpt = typer.Option(None, "--db", help="The server's SQLite file [default: .parley/parley.db].")
+ConfigOpt = typer.Option(None, "--config", "-c", help="The server's parley.toml (its [server] db, and its agents).")
+
+
+def _key_store(db: str | None, config_path: str | None) -> tuple[Any, set[str] | None]:
+    """The key store of a server's database, and the agent ids its config declares (None: unknown)."""
+    from parley.security.keys import SqliteKeyStore
+    from parley.settings import DEFAULT_DB, MEMORY
+
+    agents: set[str] | None = None
+    if config_path:
+        from parley.hub.config import ConfigError, load_config
+
+        try:
+            config = load_config(config_path)
+        except ConfigError as exc:
+            fail(str(exc))
+        db = db or config.server.db
+        agents = {a.id for a in config.agents} | ({"echo", "interviewer"} if config.server.builtin_agents else set())
+    db = db or DEFAULT_DB
+    if db == MEMORY:
+        fail("a --memory server keeps its keys in its own process: use its admin API (POST /admin/keys)")
+    return SqliteKeyStore(db), agents
+
+
+def _expiry(value: str | None) -> float | None:
+    """--expires: 30d, 12h, 45m, or an ISO 8601 date or time (UTC unless it says)."""
+    import re
+    import time as _time
+    from datetime import UTC, datetime
+
+    if not value:
+        return None
+    found = re.fullmatch(r"(\d+)\s*([dhm])", value.strip())
+    if found:
+        seconds = int(found[1]) * {"d": 86400, "h": 3600, "m": 60}[found[2]]
+        return _time.time() + seconds
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ClientError(f"--expires {value!r}: give a duration (30d, 12h, 45m) or an ISO 8601 date") from None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+
+
+def _key_row(key: Any) -> list[str]:
+    from datetime import UTC, datetime
+
+    def when(ts: float | None) -> str:
+        return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M") if ts else "-"
+
+    state = "revoked" if key.revoked_at else ("expired" if key.expires_at and key.expires_at <= __import__("time").time()
+                                               else "active")
+    return [key.id, key.agent_id, key.name or "-", " ".join(sorted(key.scopes)), key.principal, when(key.created_at),
+            when(key.last_used_at), when(key.expires_at), state]
+
+
+KEY_COLUMNS = ("id", "agent", "name", "scopes", "principal", "created", "last used", "expires", "state")
+
+
+@keys_app.command("create")
+@run
+async def keys_create(
+    agent: str = typer.Argument(..., help="The agent the key opens (its id)."),
+    name: str = typer.Option("", "--name", help="A name to recognise the key by."),
+    scopes: str = typer.Option("a2a", "--scopes", help="Comma-separated scopes (admin: manage keys, open every agent)."),
+    expires: str | None = typer.Option(None, "--expires", help="When it stops working: 30d, 12h, or a date."),
+    principal: str | None = typer.Option(None, "--principal", help="Whose tasks it sees [default: its own]."),
+    db: str | None = DbOpt,
+    config_path: str | None = ConfigOpt,
+) -> None:
+    """Make an API key; it is printed once (stdout) and stored only as a keyed hash."""
+    from parley.security.keys import KeyProblem
+
+    store, agents = _key_store(db, config_path)
+    try:
+        if agents is not None and agent not in agents and agent != "*":
+            raise ClientError(f"{config_path} declares no agent {agent!r} (it has: {', '.join(sorted(agents))})")
+        try:
+            key, token = await store.create(agent, name=name, scopes=frozenset(s.strip() for s in scopes.split(",")
+                                                                               if s.strip()),
+                                            expires_at=_expiry(expires), principal=principal)
+        except KeyProblem as exc:
+            raise ClientError(str(exc)) from None
+    finally:
+        await store.close()
+    err.print(f"API key {key.id} for agent {key.agent_id} ({', '.join(sorted(key.scopes))}), principal "
+              f"{key.principal}. It is shown once, now:", highlight=False, soft_wrap=True)
+    print(token)
+
+
+@keys_app.command("list")
+@run
+async def keys_list(agent: str | None = typer.Argument(None, help="Only the keys that open this agent."),
+                    db: str | None = DbOpt, config_path: str | None = ConfigOpt,
+                    as_json: bool = JsonOpt) -> None:
+    """List the keys (never their secrets)."""
+    store, _ = _key_store(db, config_path)
+    try:
+        keys = await store.list(agent)
+    finally:
+        await store.close()
+    if as_json:
+        out.print_json(json.dumps([dict(zip(KEY_COLUMNS, _key_row(k), strict=True)) for k in keys]))
+        return
+    table = Table(*KEY_COLUMNS)
+    for key in keys:
+        table.add_row(*_key_row(key))
+    out.print(table)
+
+
+@keys_app.command("revoke")
+@run
+async def keys_revoke(key_id: str = typer.Argument(..., help="The key's id (see parley keys list)."),
+                      db: str | None = DbOpt, config_path: str | None = ConfigOpt) -> None:
+    """Revoke a key: it stops working at once (a running server notices within a second)."""
+    store, _ = _key_store(db, config_path)
+    try:
+        key = await store.revoke(key_id)
+    finally:
+        await store.close()
+    if key is None:
+        raise ClientError(f"no key {key_id!r}")
+    out.print(f"revoked {key.id} (agent {key.agent_id}, {key.name or 'no name'})", highlight=False)
+
+
 @app.command()
 @run
 async def card(url: str = typer.Argument(..., help="Agent URL or card URL."), as_json: bool = JsonOpt) -> None:
     """Show an agent's card."""
-    async with await A2AClient.connect(url) as client:
+    async with await A2AClient.connect(url, headers=dict(CREDENTIALS) or None) as client:
         c = client.card
         assert c is not None
         if as_json:
@@ -341,7 +505,7 @@ async def agents(url: str = typer.Argument(..., help="Parley server base URL."),
     """List the agents a Parley server hosts."""
     import httpx
 
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with httpx.AsyncClient(timeout=30, headers=dict(CREDENTIALS) or None) as http:
         try:
             resp = await http.get(url.rstrip("/") + "/agents")
         except httpx.HTTPError as exc:
@@ -434,7 +598,7 @@ async def trace(url: str = typer.Argument(..., help="Agent URL (a Parley server'
     from rich.tree import Tree
 
     target = f"{url.rstrip('/')}/tasks/{task_id}/trace"
-    async with httpx.AsyncClient(timeout=60) as http:
+    async with httpx.AsyncClient(timeout=60, headers=dict(CREDENTIALS) or None) as http:
         try:
             resp = await http.get(target, params={"depth": depth} if depth is not None else None)
         except httpx.HTTPError as exc:

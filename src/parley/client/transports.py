@@ -42,8 +42,13 @@ def supported(binding: str, version: str) -> bool:
     return version in VERSIONS.get(binding, set())
 
 
+CREDENTIAL_HEADERS = ("authorization", "x-api-key")  # what goes along as gRPC metadata too
+
+
 def make(http: httpx.AsyncClient, binding: str, url: str, version: str, tenant: str | None = None) -> Transport:
-    """Build the transport for a chosen interface (gRPC needs the interface's tenant)."""
+    """Build the transport for a chosen interface (gRPC needs the interface's tenant, and gets the HTTP
+    client's credential headers as metadata)."""
     if binding == "GRPC":
-        return FACTORIES[binding](http, url, version, tenant=tenant)  # type: ignore[call-arg]
+        metadata = [(name, http.headers[name]) for name in CREDENTIAL_HEADERS if name in http.headers]
+        return FACTORIES[binding](http, url, version, tenant=tenant, metadata=metadata)  # type: ignore[call-arg]
     return FACTORIES[binding](http, url, version)
