@@ -2,6 +2,7 @@
 
 __version__ = "0.1.0"
 
+from parley.agents.base import AgentError
 from parley.app import Parley
 
-__all__ = ["Parley", "__version__"]
+__all__ = ["AgentError", "Parley", "__version__"]

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import uvicorn
 
-from parley.agents.base import RunContext
+from parley.agents.base import AgentError, RunContext
 from parley.agents.builtin import builtin_agents
 from parley.app import Parley, Settings
 from parley.tasks.store import TaskStore
@@ -219,6 +219,11 @@ def lab_app(lab: Lab, *, store: TaskStore | None = None, settings: Settings | No
     async def boom_early(ctx: RunContext):
         raise ValueError(f"bad input {ctx.text}")
         yield  # pragma: no cover
+
+    @app.agent(id="refuse", description="Fails with a message of its own wording (AgentError)")
+    async def refuse(ctx: RunContext):
+        yield "looked at it"
+        raise AgentError(f"invoice {ctx.text} is unknown")
 
     @app.agent(id="stray-cancel", description="Awaits a future someone else cancelled (CancelledError escapes)")
     async def stray_cancel(ctx: RunContext):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import re
+
 import pytest
 from srvkit import DIALECTS, Dialect, is_status, stream, text_of, uid
 
@@ -11,15 +14,25 @@ def _no_traceback(text: str) -> None:
     assert 'File "' not in text and ".py" not in text
 
 
+ERROR_ID = re.compile(r"^Agent (\S+) failed \(error ([0-9a-f]{12}); the server's log has the details\)$")
+
+
 @pytest.mark.parametrize("d", DIALECTS, ids=["v0.3", "v1.0"])
-def test_agent_exception_fails_the_task_with_its_message(lab_server, d: Dialect):
+def test_agent_exception_fails_the_task_without_showing_its_text(lab_server, d: Dialect, caplog):
+    """An exception's text may hold paths, queries or secrets: the client gets a generic reason and an
+    error id, the server's log has the exception with the same id."""
     url, key = lab_server.agent("boom"), uid("k-")
-    task = d.send(url, key)
+    with caplog.at_level(logging.ERROR, logger="parley.engine"):
+        task = d.send(url, key)
     assert task["status"]["state"] == d.state("failed")
     reason = text_of(task["status"]["message"])
-    assert f"kaboom {key}" in reason
+    found = ERROR_ID.match(reason)
+    assert found is not None and found[1] == "boom", reason
+    assert key not in reason and "kaboom" not in reason and "RuntimeError" not in reason
     assert task["status"]["message"]["role"] == d.role("agent")
     _no_traceback(reason)
+    logged = [r for r in caplog.records if found[2] in r.getMessage()]
+    assert logged and logged[0].exc_info is not None and f"kaboom {key}" in str(logged[0].exc_info[1])
     # what the agent produced before failing is kept, and closed
     assert text_of(task["artifacts"][0]) == "partial output"
     assert d.get(url, task["id"]) == task
@@ -31,9 +44,19 @@ def test_agent_exception_before_any_output(lab_server, d: Dialect):
     task = d.send(url, key)
     assert task["status"]["state"] == d.state("failed")
     reason = text_of(task["status"]["message"])
-    assert f"bad input {key}" in reason
+    assert ERROR_ID.match(reason) and key not in reason
     _no_traceback(reason)
     assert "artifacts" not in task
+
+
+@pytest.mark.parametrize("d", DIALECTS, ids=["v0.3", "v1.0"])
+def test_an_agent_error_is_shown_in_its_own_words(lab_server, d: Dialect):
+    """`raise AgentError("...")`: the agent chose to show this reason to its client."""
+    url, key = lab_server.agent("refuse"), uid("k-")
+    task = d.send(url, key)
+    assert task["status"]["state"] == d.state("failed")
+    assert text_of(task["status"]["message"]) == f"invoice {key} is unknown"
+    assert text_of(task["artifacts"][0]) == "looked at it"
 
 
 @pytest.mark.parametrize("d", DIALECTS, ids=["v0.3", "v1.0"])
@@ -44,7 +67,7 @@ def test_failure_is_streamed_as_the_final_event(lab_server, d: Dialect):
     assert all(f.event is None and "error" not in f.data for f in frames)
     last = frames[-1]
     assert is_status(d, last, state="failed")
-    assert f"kaboom {key}" in text_of(d.event_body(last.result)["status"]["message"])
+    assert ERROR_ID.match(text_of(d.event_body(last.result)["status"]["message"]))
     if not d.v1:
         assert last.result["final"] is True
     chunks = [d.event_body(f.result) for f in frames if d.event_kind(f.result) == "artifact"]

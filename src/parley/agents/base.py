@@ -48,6 +48,14 @@ class InternalEvent:
 AgentOutput = Union[str, Status, ArtifactChunk, InternalEvent, m.Artifact, m.Message]
 
 
+class AgentError(Exception):
+    """Raise it to fail the task with this message, which the client sees.
+
+    Any other exception fails the task with a generic message and an error id; its text
+    (which may hold paths, queries or secrets) goes only to the server's log.
+    """
+
+
 @dataclass(slots=True)
 class RunContext:
     """What an agent sees for one turn of a task."""

@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from parley.agents.base import Agent, AgentOutput, InternalEvent, RunContext, new_id
+from parley.agents.base import Agent, AgentError, AgentOutput, InternalEvent, RunContext, new_id
 from parley.protocol import models as m
 from parley.protocol.errors import (
     InvalidParamsError,
@@ -476,9 +476,12 @@ class TaskEngine:
         except InvalidTransition as exc:
             log.warning("agent %s produced an invalid transition on task %s: %s", agent.id, task_id, exc)
             await self._fail(run, f"Invalid agent response: {exc}")
-        except Exception as exc:  # the agent's own failure becomes the task's
-            log.exception("agent %s failed on task %s", agent.id, task_id)
-            await self._fail(run, f"Agent {agent.id} failed: {type(exc).__name__}: {exc}")
+        except AgentError as exc:  # a failure the agent words for its client
+            await self._fail(run, str(exc) or f"Agent {agent.id} failed")
+        except Exception:  # the agent's own failure becomes the task's; its text stays in the log
+            error_id = uuid.uuid4().hex[:12]
+            log.exception("agent %s failed on task %s (error %s)", agent.id, task_id, error_id)
+            await self._fail(run, f"Agent {agent.id} failed (error {error_id}; the server's log has the details)")
         finally:
             try:
                 await self._flush(run)
