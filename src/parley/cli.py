@@ -231,7 +231,11 @@ def serve(
         err.print(f"  gRPC (A2A 1.0) on {settings.grpc_bind_host}:{settings.grpc_port}", highlight=False)
     extra: dict[str, Any] = {"log_config": log_config} if log_config is not None else {}
     try:
-        uvicorn.run(asgi, host=settings.host, port=settings.port, log_level=log_level, proxy_headers=True, **extra)
+        # proxy_headers=False: uvicorn would replace the peer address with X-Forwarded-For (trusting its own
+        # list), and Parley could no longer tell whether the direct peer is one of `forwarded_allow_ips`;
+        # Parley reads the forwarded headers itself, from trusted peers only (parley.server.urls).
+        uvicorn.run(asgi, host=settings.host, port=settings.port, log_level=log_level, proxy_headers=False,
+                    **extra)
     except OSError as exc:
         fail(f"cannot listen on {settings.host}:{settings.port}: {exc}")
     finally:

@@ -76,17 +76,28 @@ class Runtime:
         self.local = LocalAgents(lambda: self.pipeline, agents, self.default_agent, self.cards, self._base_urls)
         self.delegator = Delegator(self_url=self.settings.reachable_self_url, local=self.local)
         self.engine = TaskEngine(self.store, agents, bus=self.bus, delegator=self.delegator,
-                                 cancel_child=self.delegator.cancel_link, lease_seconds=self.settings.lease_seconds)
+                                 cancel_child=self.delegator.cancel_link, lease_seconds=self.settings.lease_seconds,
+                                 max_history=self.settings.limits.max_history_length)
         self.keys = keys if keys is not None else open_keys(self.settings.db)
         self.security = Security(self.settings, agents, self.keys)
         self.service = A2AService(self.engine, card=self.public_card, extended_card=self.extended_card,
                                   push_notifications=self.settings.card.push_notifications,
-                                  streaming=self.settings.card.streaming)
+                                  streaming=self.settings.card.streaming,
+                                  max_subscribers=self.settings.limits.max_subscribers_per_task)
         self.pipeline = Pipeline(self.service, authenticator=authenticator or self.security.authenticator,
                                  authorizer=authorizer or self.security.authorizer,
-                                 limiter=limiter or Limiter(self.settings.limits), input_limits=self.settings.limits)
+                                 limiter=limiter or self._limiter(), input_limits=self.settings.limits)
         self.started_at = time.time()
         self.running = False
+
+    def _limiter(self) -> Limiter:
+        """The rate limiter of `settings.limits` (per-agent entries must name hosted agents)."""
+        limits = self.settings.limits
+        unknown = sorted(set(limits.agents) - set(self.agents))
+        if unknown:
+            raise ValueError(f"limits.agents names no hosted agent: {', '.join(unknown)} "
+                             f"(the agents are: {', '.join(self.agents)})")
+        return Limiter(limits, per_agent=limits.agents, running=self.engine.running)
 
     async def start(self) -> None:
         """Recover what a stopped process left running, then take requests."""

@@ -62,13 +62,16 @@ class LimitSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     streams_per_principal: int | None = None  # open SSE/gRPC streams at once
     tasks_per_agent: int | None = None  # tasks running at once
     max_parts: int = 64  # parts in one message
-    max_text_bytes: int = 1024 * 1024  # UTF-8 bytes of text in one message
+    max_text_bytes: int = 4 * 1024 * 1024  # UTF-8 bytes of text in one message
     max_file_bytes: int = 4 * 1024 * 1024  # inline (raw) file bytes in one message
     max_metadata_bytes: int = 64 * 1024  # encoded size of one metadata object
     max_metadata_depth: int = 16  # nesting of metadata and data parts
     max_json_depth: int = 64  # nesting of a request body
     max_history_length: int = 1000  # messages in one task
     max_subscribers_per_task: int = 100  # streams following one task at once
+    # One agent's own rate and task limits (`[server.limits.agents.<id>]`): requests_per_minute, burst,
+    # tasks_per_agent replace the server's for that agent; the input limits are the server's.
+    agents: dict[str, LimitSettings] = msgspec.field(default_factory=dict)
 
 
 class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -123,10 +126,28 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                 found.append(("auth.jwt.algorithms", "\"none\" is never accepted"))
             if jwt.leeway_seconds < 0 or jwt.leeway_seconds > 300:
                 found.append(("auth.jwt.leeway_seconds", "must be between 0 and 300"))
-        for name in ("requests_per_minute", "burst", "streams_per_principal", "tasks_per_agent"):
-            value = getattr(self.limits, name)
-            if value is not None and value < 1:
-                found.append((f"limits.{name}", "must be at least 1 (leave it out for no limit)"))
+        for where, limits in (("limits", self.limits),
+                              *((f"limits.agents.{a}", lim) for a, lim in self.limits.agents.items())):
+            for name in ("requests_per_minute", "burst", "streams_per_principal", "tasks_per_agent"):
+                value = getattr(limits, name)
+                if value is not None and value < 1:
+                    found.append((f"{where}.{name}", "must be at least 1 (leave it out for no limit)"))
+            if where != "limits" and (limits.streams_per_principal is not None or limits.agents):
+                reason = ("an agent may set requests_per_minute, burst and tasks_per_agent; "
+                          "streams are limited per principal over every agent")
+                found.append((where, reason))
+        for name, value in (("max_parts", self.limits.max_parts), ("max_text_bytes", self.limits.max_text_bytes),
+                            ("max_metadata_bytes", self.limits.max_metadata_bytes),
+                            ("max_metadata_depth", self.limits.max_metadata_depth),
+                            ("max_json_depth", self.limits.max_json_depth),
+                            ("max_history_length", self.limits.max_history_length),
+                            ("max_subscribers_per_task", self.limits.max_subscribers_per_task)):
+            if value < 1:
+                found.append((f"limits.{name}", "must be at least 1"))
+        if self.limits.max_file_bytes < 0:
+            found.append(("limits.max_file_bytes", "must be 0 (no inline files) or more"))
+        if self.limits.max_json_depth > 500:
+            found.append(("limits.max_json_depth", "must be at most 500 (deeper JSON could exhaust the stack)"))
         for name in ("public_url", "self_url"):
             value = getattr(self, name)
             if value is not None and not value.startswith(("http://", "https://")):

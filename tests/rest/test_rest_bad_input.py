@@ -24,7 +24,8 @@ def url(srv, binding: str, path: str) -> str:
 
 
 def hdrs(binding: str, **extra: str) -> dict[str, str]:
-    return {**BINDINGS[binding]["headers"], **extra}
+    """The binding's headers, with the JSON Content-Type every body needs (415 otherwise)."""
+    return {"Content-Type": "application/json", **BINDINGS[binding]["headers"], **extra}
 
 
 def assert_error(resp, status: int, reason: str, *fragments: str) -> None:

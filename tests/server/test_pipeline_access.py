@@ -320,7 +320,7 @@ async def test_jsonrpc_refusal_keeps_the_jsonrpc_error_shape(env):
     request id and the authenticator's code and message."""
     srv, _ = env
     async with httpx.AsyncClient(timeout=WAIT) as http:
-        resp = await http.post(srv.agent_url("ask"), headers={"A2A-Version": "1.0"},
+        resp = await http.post(srv.agent_url("ask"), headers={"A2A-Version": "1.0", "Content-Type": "application/json"},
                                content=json.dumps({"jsonrpc": "2.0", "id": "req-7", "method": "GetTask",
                                                    "params": {"id": "x"}}))
     assert resp.status_code == 401

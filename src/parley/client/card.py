@@ -15,6 +15,7 @@ from parley.client.errors import ClientError
 from parley.protocol import models as m
 from parley.protocol.codec import from_wire
 from parley.protocol.errors import A2AError
+from parley.protocol.v0_3_cards import security_from_v03
 
 WELL_KNOWN = "/.well-known/agent-card.json"
 
@@ -32,6 +33,7 @@ def normalise_card(data: Any) -> m.AgentCard:
         raise ClientError("the agent card is not a JSON object")
     data = dict(data)
     if not data.get("supportedInterfaces") and data.get("url"):
+        data = security_from_v03(data)  # a 0.3 card: OpenAPI security shapes -> 1.0
         version = _major_minor(str(data.get("protocolVersion") or "0.3"))
         ifaces = [{"url": data["url"], "protocolBinding": data.get("preferredTransport") or "JSONRPC",
                    "protocolVersion": version}]

@@ -169,8 +169,22 @@ async def remote_agent(cfg: AgentConfig, config: Config, key: str) -> Agent:
     from parley.hub.remote import RemoteAgent
 
     assert cfg.card_url is not None
+    headers = remote_credentials(cfg, config, key)
     try:
         return await RemoteAgent.load(cfg.id, cfg.card_url, name=cfg.name, description=cfg.description,
-                                      skills=skills_of(cfg))
+                                      skills=skills_of(cfg), headers=headers)
     except ClientError as exc:
         raise ConfigError(config.path, f"{key}.card_url", f"cannot load the remote agent's card: {exc}") from None
+
+
+def remote_credentials(cfg: AgentConfig, config: Config, key: str) -> dict[str, str]:
+    """The headers a remote agent's `api_key_env` / `token_env` name (read from the environment now)."""
+    headers: dict[str, str] = {}
+    for field_name, header, prefix in (("api_key_env", "X-API-Key", ""), ("token_env", "Authorization", "Bearer ")):
+        var = getattr(cfg, field_name)
+        if var:
+            value = os.environ.get(var)
+            if not value:
+                raise ConfigError(config.path, f"{key}.{field_name}", f"the environment variable {var} is not set")
+            headers[header] = prefix + value
+    return headers

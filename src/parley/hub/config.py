@@ -106,6 +106,9 @@ class AgentConfig(_Strict):
     limits: LimitsConfig | None = None
     # remote
     card_url: str | None = None
+    # remote: api_key_env (above) names the variable holding an API key for it (sent as X-API-Key);
+    # token_env names one holding a bearer token (Authorization: Bearer). Never the secrets themselves.
+    token_env: str | None = None
 
 
 class RouteConfig(_Strict):
@@ -219,11 +222,11 @@ def _check_agent(path: str, key: str, agent: AgentConfig, llm: LLMDefaults) -> N
     only = {
         "python": {"entry"},
         "llm": {"model", "base_url", "api_key_env", "system_prompt", "tools", "client_tools", "mcp", "limits"},
-        "remote": {"card_url"},
+        "remote": {"card_url", "api_key_env", "token_env"},
         "builtin": set(),
     }
     specific = {"entry", "model", "base_url", "api_key_env", "system_prompt", "tools", "client_tools", "mcp",
-                "limits", "card_url"}
+                "limits", "card_url", "token_env"}
     for name in specific - only[agent.type]:
         value = getattr(agent, name)
         if value not in (None, [], ""):

@@ -265,10 +265,22 @@ class Delegator:
         self.relay: Relay = relay
         self.relay_status = relay_status
         self.headers = dict(headers or {})
+        self.credentials: dict[str, dict[str, str]] = {}  # agent URL (normalised) -> its own headers
         self.bindings = list(bindings)
         self.version = version
         self.timeout = timeout
         self.local = local
+
+    # --- credentials -------------------------------------------------------------------
+
+    def add_credentials(self, url: str, headers: Mapping[str, str]) -> None:
+        """Send `headers` (an API key, a bearer token) on every call to the agent at `url`, and only there."""
+        self.credentials[normalise_url(url)] = dict(headers)
+
+    def headers_for(self, url: str) -> dict[str, str]:
+        """The headers of a call to `url`: the ones for every call, then the agent's own credentials."""
+        own = self.credentials.get(normalise_url(url)) if self.credentials else None
+        return {**self.headers, **own} if own else self.headers
 
     # --- addresses ---------------------------------------------------------------------
 
@@ -375,7 +387,7 @@ class Delegator:
         local = self.local.card(url) if self.local is not None else None
         if local is not None:
             return local
-        async with httpx.AsyncClient(timeout=self.timeout, headers=self.headers or None) as http:
+        async with httpx.AsyncClient(timeout=self.timeout, headers=self.headers_for(url) or None) as http:
             return await fetch_card(http, url)
 
     async def _connect(self, url: str, owner: str | None = None) -> A2AClient:
@@ -385,7 +397,7 @@ class Delegator:
             if transport is not None:
                 return A2AClient(transport, self.local.card(url))
         return await A2AClient.connect(url, version=self.version, bindings=self.bindings or None,
-                                       headers=self.headers or None,
+                                       headers=self.headers_for(url) or None,
                                        timeout=httpx.Timeout(self.timeout, read=None))
 
 

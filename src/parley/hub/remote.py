@@ -43,12 +43,16 @@ class RemoteAgent(Agent):
         delegator: makes the calls (default: the server's, `ctx.delegator`, so the chain
             names this server's URL).
         relay: how the remote's artifacts are relayed ("same" keeps their ids).
+        headers: the credentials this server presents to the remote agent (an API key, a bearer token),
+            sent on the calls to it and nowhere else; the caller's own credentials are never forwarded.
     """
 
     def __init__(self, id: str, card_url: str, *, card: m.AgentCard | None = None, name: str | None = None,
                  description: str | None = None, skills: list[m.AgentSkill] | None = None,
-                 delegator: Delegator | None = None, relay: Relay = "same") -> None:
+                 delegator: Delegator | None = None, relay: Relay = "same",
+                 headers: Mapping[str, str] | None = None) -> None:
         self.id = id
+        self.headers = dict(headers or {})
         self.card_url = card_url
         self.url = agent_url_of(card_url)
         self.remote_card = card
@@ -72,10 +76,12 @@ class RemoteAgent(Agent):
         async with httpx.AsyncClient(timeout=timeout, headers=dict(headers or {}) or None) as http:
             card = await fetch_card(http, card_url)
         return cls(id, card_url, card=card, name=name, description=description, skills=skills,
-                   delegator=delegator, relay=relay)
+                   delegator=delegator, relay=relay, headers=headers)
 
     async def run(self, ctx: RunContext) -> AsyncIterator[AgentOutput]:
         delegator = self.delegator or ctx.delegator or Delegator()
+        if self.headers:
+            delegator.add_credentials(self.url, self.headers)
         if Delegator.pending(ctx):  # the user answered the remote's question: continue the remote task
             call = delegator.resume(ctx, relay=self.relay)
         else:

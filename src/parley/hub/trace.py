@@ -70,18 +70,23 @@ async def task_trace(store: TaskStore, agent_id: str, principal: str, task_id: s
     rec = await store.get(task_id)
     if rec is None or rec.agent_id != agent_id or rec.owner != principal:
         return None
-    return await build_trace(store, rec, url=url, depth=depth, headers=headers)
+    return await build_trace(store, rec, url=url, depth=depth, headers=headers, viewer=principal)
 
 
 async def build_trace(store: TaskStore, rec: TaskRecord, *, url: str | None = None, depth: int = DEFAULT_DEPTH,
-                      headers: dict[str, str] | None = None) -> dict[str, Any]:
-    """The tree below a stored task, `depth` levels deep."""
+                      headers: dict[str, str] | None = None, viewer: str | None = None) -> dict[str, Any]:
+    """The tree below a stored task, `depth` levels deep.
+
+    `viewer`: the principal asking (None: an admin, who sees every task). Every node is checked: a
+    child task in this store that belongs to another principal shows only its id and agent
+    (`source: "hidden"`), never its state, messages or children.
+    """
     async with httpx.AsyncClient(timeout=FETCH_TIMEOUT, headers=headers) as http:
-        return await _local(store, rec, url, depth, http, {rec.task.id})
+        return await _local(store, rec, url, depth, http, {rec.task.id}, viewer)
 
 
 async def _local(store: TaskStore, rec: TaskRecord, url: str | None, depth: int, http: httpx.AsyncClient,
-                 seen: set[str]) -> dict[str, Any]:
+                 seen: set[str], viewer: str | None) -> dict[str, Any]:
     t = rec.task
     node: dict[str, Any] = {
         "taskId": t.id,
@@ -104,15 +109,19 @@ async def _local(store: TaskStore, rec: TaskRecord, url: str | None, depth: int,
         return node
     fresh = [link for link in links if link.child_task_id not in seen]
     seen.update(link.child_task_id for link in fresh)
-    node["children"] = list(await asyncio.gather(*(_child(store, link, depth - 1, http, seen) for link in fresh)))
+    node["children"] = list(await asyncio.gather(*(_child(store, link, depth - 1, http, seen, viewer)
+                                                   for link in fresh)))
     return node
 
 
 async def _child(store: TaskStore, link: TaskLink, depth: int, http: httpx.AsyncClient,
-                 seen: set[str]) -> dict[str, Any]:
+                 seen: set[str], viewer: str | None) -> dict[str, Any]:
     rec = await store.get(link.child_task_id)
     if rec is not None:
-        return await _local(store, rec, link.child_url, depth, http, seen)
+        if viewer is not None and rec.owner != viewer:
+            return {"taskId": link.child_task_id, "agent": link.agent, "url": link.child_url, "source": "hidden",
+                    "children": []}
+        return await _local(store, rec, link.child_url, depth, http, seen, viewer)
     return await _remote(link, depth, http)
 
 

@@ -107,8 +107,9 @@ def message_from_v03(msg: Any, path: str = "params.message") -> dict[str, Any]:
     msg = _obj(msg, path)
     out = {k: v for k, v in msg.items() if k not in ("kind", "role", "parts")}
     role = msg.get("role")
-    if role not in ROLE_FROM_V03:
-        raise _bad(f"{path}.role", f"role must be 'user' or 'agent', got {role!r}")
+    if not isinstance(role, str) or role not in ROLE_FROM_V03:  # a list or object is not hashable: check first
+        shown = repr(role) if isinstance(role, str) else _json_type(role)
+        raise _bad(f"{path}.role", f"role must be 'user' or 'agent', got {shown}")
     out["role"] = ROLE_FROM_V03[role]
     parts = msg.get("parts")
     if not isinstance(parts, list):
@@ -373,8 +374,8 @@ def _status_from_v03(status: Any, path: str) -> dict[str, Any]:
     status = _obj(status, path)
     out = dict(status)
     state = status.get("state")
-    if state not in STATE_FROM_V03:
-        raise _bad(f"{path}.state", f"unknown task state {state!r}")
+    if not isinstance(state, str) or state not in STATE_FROM_V03:
+        raise _bad(f"{path}.state", f"unknown task state {state!r}"[:200])
     out["state"] = STATE_FROM_V03[state]
     if status.get("message") is not None:
         out["message"] = message_from_v03(status["message"], f"{path}.message")

@@ -49,6 +49,7 @@ from parley.protocol.codec import invalid as _bad
 from parley.protocol.codec import json_type as _json_type
 from parley.protocol.operations import Operation
 from parley.protocol.states import is_interrupted, is_terminal
+from parley.protocol.v0_3_cards import security_to_v03
 
 VERSION = "0.3"
 FULL_VERSION = "0.3.0"
@@ -117,7 +118,7 @@ def _int(value: Any, path: str) -> int | None:
         value = int(value)
     if isinstance(value, str):
         text = value.strip()
-        if text.lstrip("-").isdigit():
+        if _is_number(text.removeprefix("-")):
             value = int(text)
     if not isinstance(value, int):
         raise _bad(path, f"expected an integer, got {_json_type(value)}")
@@ -162,9 +163,15 @@ def _enum(value: Any, path: str, names: tuple[str, ...] | list[str], numbers: di
         return numbers[value]
     if isinstance(value, str) and value in names:
         return value
-    if isinstance(value, str) and value.isdigit() and int(value) in numbers:
+    if isinstance(value, str) and _is_number(value) and int(value) in numbers:
         return numbers[int(value)]
-    raise _bad(path, f"unknown {what} {value!r} (expected one of {', '.join(names)})")
+    shown = repr(value)[:80] if isinstance(value, (str, int)) else _json_type(value)
+    raise _bad(path, f"unknown {what} {shown} (expected one of {', '.join(names)})")
+
+
+def _is_number(text: str) -> bool:
+    """ASCII decimal digits, few enough for int() (`"²".isdigit()` is true, and int() refuses it)."""
+    return text.isascii() and text.isdigit() and len(text) <= 20
 
 
 def state_from_v03(value: Any, path: str) -> m.TaskState:
@@ -648,17 +655,11 @@ def encode_card(card: m.AgentCard) -> dict[str, Any]:
         "skills": [],
         "supportsAuthenticatedExtendedCard": bool(card.capabilities.extended_agent_card),
     }
-    for key in ("provider", "documentationUrl", "securitySchemes", "signatures", "iconUrl"):
+    for key in ("provider", "documentationUrl", "securitySchemes", "securityRequirements", "signatures", "iconUrl"):
         if key in data:
             out[key] = data[key]
-    if "securityRequirements" in data:
-        out["security"] = data["securityRequirements"]
-    for skill in data["skills"]:
-        s = {k: v for k, v in skill.items() if k != "securityRequirements"}
-        if "securityRequirements" in skill:
-            s["security"] = skill["securityRequirements"]
-        out["skills"].append(s)
-    return out
+    out["skills"] = data["skills"]
+    return security_to_v03(out)  # the 0.3 (OpenAPI) shapes the 0.3 SDK's AgentCard model validates
 
 
 def encode_result(op: Operation, result: Any) -> Any:

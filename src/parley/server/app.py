@@ -9,6 +9,7 @@
     GET  /a2a/{agent_id}/tasks/{id}/trace    delegation tree of a task (and /tasks/{id}/trace)
     GET  /agents                             the cards of all hosted agents
     GET  /healthz                            liveness
+    *    /admin/keys[/{id}], /admin/tasks/{id}  the admin API (admin scope; see parley.server.admin)
     GET  /                                   dashboard
 
 Every A2A request goes through the runtime's request pipeline; this module only
@@ -31,6 +32,7 @@ from parley.protocol.codec import dumps
 from parley.protocol.errors import A2AError, MethodNotFoundError, TaskNotFoundError
 from parley.protocol.operations import Operation
 from parley.runtime import Runtime
+from parley.server.admin import AdminApi
 from parley.server.cards import CardDocument, card_v1
 from parley.server.http import credentials_of
 from parley.server.jsonrpc import JsonRpcEndpoint, error_body
@@ -214,6 +216,7 @@ def _unknown_agent(agent_id: str, *, rest: bool = False) -> Response:
 def create_app(runtime: Runtime) -> Starlette:
     """Build the Starlette application serving every agent of `runtime`."""
     server = HttpServer(runtime)
+    admin = AdminApi(runtime)
     routes = [
         Route("/", server.rpc_default, methods=["POST"]),
         Route("/", server.dashboard, methods=["GET"]),
@@ -225,6 +228,10 @@ def create_app(runtime: Runtime) -> Starlette:
         Route("/a2a/{agent_id}/.well-known/agent.json", server.card_agent, methods=["GET"]),
         Route("/agents", server.list_agents, methods=["GET"]),
         Route("/healthz", server.healthz, methods=["GET"]),
+        Route("/admin/keys", admin.create_key, methods=["POST"]),
+        Route("/admin/keys", admin.list_keys, methods=["GET"]),
+        Route("/admin/keys/{key_id}", admin.revoke_key, methods=["DELETE"]),
+        Route("/admin/tasks/{task_id}", admin.get_task, methods=["GET"]),
         Route("/tasks/{task_id}/trace", server.trace, methods=["GET"]),
         Route("/a2a/{agent_id}/tasks/{task_id}/trace", server.trace, methods=["GET"]),
         Route("/a2a/{agent_id}/{rest:path}", server.rest_agent, methods=REST_VERBS),

@@ -73,7 +73,10 @@ async def abort(context: grpc.aio.ServicerContext, error: A2AError) -> None:
     """End the call with `error`'s status code, message and rich status trailer (raises)."""
     telemetry.a2a_error(error)  # telemetry: error.type and gRPC status of the request span
     code = grpc.StatusCode[error.grpc_status]
-    await context.abort(code, error.message, trailing_metadata=((STATUS_DETAILS_KEY, status_details(error)),))
+    # The transport headers of the error (WWW-Authenticate, Retry-After, RateLimit...) travel as metadata.
+    extra = tuple((k.lower(), v) for k, v in (error.headers or {}).items())
+    await context.abort(code, error.message,
+                        trailing_metadata=((STATUS_DETAILS_KEY, status_details(error)), *extra))
 
 
 def credentials_of(context: grpc.aio.ServicerContext) -> Credentials:

@@ -1,29 +1,99 @@
-"""Small HTTP helpers shared by the HTTP bindings: bounded body reads, credentials, SSE frames."""
+"""Small HTTP helpers shared by the HTTP bindings: JSON bodies only (415), bounded body reads (413),
+credentials, SSE frames."""
 
 from __future__ import annotations
 
+import re
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
-from parley.protocol.errors import InvalidRequestError, PayloadTooLargeError
+from parley.protocol.errors import InvalidRequestError, PayloadTooLargeError, UnsupportedMediaTypeError
 from parley.server.access import Credentials
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 KEEPALIVE_FRAME = b": keep-alive\n\n"
 
+# `type/subtype` (RFC 9110 tokens), then parameters.
+_TOKEN = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
+_MEDIA_TYPE = re.compile(rf"[ \t]*({_TOKEN})/({_TOKEN})[ \t]*(?:;(.*))?", re.DOTALL)
+_JSON_TYPES = frozenset({"application/json", "application/a2a+json"})  # the usual ones: no parsing needed
+_UTF8_CHARSETS = frozenset({"utf-8", "utf8", "us-ascii"})
+
+
+class ClientDisconnected(InvalidRequestError):
+    """The client went away before its request body arrived: nobody is left to answer, and it is not a
+    server error (no 500, no "unexpected error" in the log)."""
+
+    default_message = "Invalid request: the client disconnected before the request body arrived"
+    reason = "CLIENT_DISCONNECTED"
+
+
+def require_json(request: Request) -> None:
+    """Refuse (415 UnsupportedMediaTypeError) a request body that is not declared as JSON.
+
+    Accepted: `application/json`, `application/a2a+json` and any other `json` or `+json` subtype,
+    with parameters (a `charset` must be UTF-8). Refused: every other type (`text/plain`, form
+    encodings, multipart: the types a browser may send cross-site without a CORS preflight), a
+    Content-Type that does not parse, and a body without a Content-Type (a browser's `fetch` sends a
+    Blob or ArrayBuffer body cross-site without one). A request without a body needs no Content-Type.
+    Called before the body is read.
+    """
+    ctype = request.headers.get("content-type")
+    if ctype is None:
+        if _has_body(request):
+            raise UnsupportedMediaTypeError(
+                "Unsupported media type: a request body needs `Content-Type: application/json`"
+            )
+        return
+    if ctype in _JSON_TYPES:
+        return
+    found = _MEDIA_TYPE.fullmatch(ctype)
+    if found is None:
+        raise UnsupportedMediaTypeError(
+            f"Unsupported media type: Content-Type {ctype[:100]!r} is not a media type; send application/json"
+        )
+    kind, subtype = found.group(1).lower(), found.group(2).lower()
+    if subtype != "json" and not subtype.endswith("+json"):
+        raise UnsupportedMediaTypeError(
+            f"Unsupported media type {kind}/{subtype}: the body must be JSON (application/json or application/a2a+json)"
+        )
+    for param in (found.group(3) or "").split(";"):
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset":
+            charset = value.strip().strip('"').lower()
+            if charset not in _UTF8_CHARSETS:
+                raise UnsupportedMediaTypeError(
+                    f"Unsupported media type: charset {charset[:40]!r}; JSON bodies are UTF-8 (RFC 8259)"
+                )
+
+
+def _has_body(request: Request) -> bool:
+    """Whether the request says a body follows (a non-zero Content-Length, or Transfer-Encoding)."""
+    headers = request.headers
+    length = headers.get("content-length")
+    if length is not None:
+        return length.strip() not in ("0", "")
+    return "transfer-encoding" in headers
+
 
 async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refusing more than `limit` bytes (PayloadTooLargeError)."""
+    """The request body, refusing more than `limit` bytes (PayloadTooLargeError).
+
+    A client that disconnects before its body arrived raises ClientDisconnected.
+    """
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLargeError(f"Request body of {declared} bytes exceeds the limit of {limit} bytes")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLargeError(f"Request body exceeds the limit of {limit} bytes")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise PayloadTooLargeError(f"Request body exceeds the limit of {limit} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise ClientDisconnected() from None
     return b"".join(chunks)
 
 
@@ -49,8 +119,8 @@ def last_event_id(request: Request) -> int | None:
     if raw is None or not raw.strip():
         return None
     raw = raw.strip()
-    if not raw.isdigit():
-        raise InvalidRequestError(f"Invalid request: Last-Event-ID {raw!r} is not an event id of this server")
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 18):  # "²".isdigit() is true; int() refuses it
+        raise InvalidRequestError(f"Invalid request: Last-Event-ID {raw[:40]!r} is not an event id of this server")
     return int(raw)
 
 

@@ -3,7 +3,7 @@
 It decodes the envelope and params into a :class:`~parley.server.pipeline.Call`,
 hands it to the request pipeline, and encodes the answer. JSON-RPC errors travel
 with HTTP 200, as the official SDKs expect; only transport failures (body over the
-limit: 413) and access refusals (401, 403) use other statuses. Streaming methods
+limit: 413; a body that is not JSON: 415) and access refusals (401, 403, 429) use other statuses. Streaming methods
 answer with SSE whose frames carry `id: <seq>` from the task's log.
 """
 
@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from parley.protocol import jsonrpc
-from parley.protocol.codec import dumps
+from parley.protocol.codec import dumps, json_depth_limit
 from parley.protocol.errors import A2AError, InternalError
 from parley.protocol.jsonrpc import EnvelopeError, RpcRequest
 from parley.protocol.operations import Operation
@@ -28,6 +28,7 @@ from parley.server.http import (
     credentials_of,
     last_event_id,
     read_body,
+    require_json,
     requested_extensions,
     sse_frame,
 )
@@ -67,9 +68,11 @@ class JsonRpcEndpoint:
         seen: dict[str, Any] = {}  # what decoding learnt before any error: the request id and version
 
         async def decode() -> Call:
+            require_json(request)  # 415 before the body is read: no text/plain or form posts from other sites
             body = await read_body(request, self.max_body_bytes)
             try:
-                rpc = jsonrpc.parse_request(body, _version_header(request))
+                with json_depth_limit(self.pipeline.input_limits.max_json_depth):
+                    rpc = jsonrpc.parse_request(body, _version_header(request))
             except EnvelopeError as exc:
                 seen["id"] = exc.request_id
                 raise exc.error from None

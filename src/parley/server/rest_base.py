@@ -37,6 +37,7 @@ from parley.server.http import (
     credentials_of,
     last_event_id,
     read_body,
+    require_json,
     requested_extensions,
     sse_frame,
 )
@@ -200,9 +201,10 @@ class RestEndpoint:
     async def _params(self, request: Request, found: RestMatch) -> dict[str, Any]:
         params: dict[str, Any] = query_params(request, self.int_params, self.bool_params)
         if request.method in ("POST", "PUT", "PATCH"):
+            require_json(request)  # 415 before the body is read: no text/plain or form posts from other sites
             body = await read_body(request, self.max_body_bytes)
             if body.strip():
-                data = loads(body)
+                data = loads(body, max_depth=self.pipeline.input_limits.max_json_depth)
                 if not isinstance(data, dict):
                     raise InvalidRequestError("Invalid request: the body must be a JSON object")
                 params.update(data)

@@ -29,6 +29,7 @@ from parley.protocol.errors import (
 from parley.protocol.operations import Operation
 from parley.protocol.states import is_settled, is_terminal
 from parley.server.access import Principal
+from parley.server.subscribers import SubscriberLimit
 from parley.tasks.engine import TaskEngine
 from parley.tasks.log import Entry, trim_history
 
@@ -74,8 +75,9 @@ class A2AService:
 
     def __init__(self, engine: TaskEngine, *, card: CardSource | None = None,
                  extended_card: ExtendedCardSource | None = None, push_notifications: bool = False,
-                 streaming: bool = True) -> None:
+                 streaming: bool = True, max_subscribers: int | None = None) -> None:
         self.engine = engine
+        self.subscribers = SubscriberLimit(max_subscribers)
         self.card = card
         self.extended_card = extended_card
         self.push_notifications = push_notifications
@@ -133,8 +135,9 @@ class A2AService:
             sub = await e.submit(ctx.agent_id, ctx.owner, req)
             first = sub.first
             assert isinstance(first.event, m.Task)
-            return e.follow(first.event.id, first.seq, state=first.event.status.state, until=is_settled,
-                            idle=ctx.idle, first=first)
+            return self.subscribers.follow(first.event.id, e.follow(
+                first.event.id, first.seq, state=first.event.status.state, until=is_settled, idle=ctx.idle,
+                first=first))
         first, rec = await e.subscribe(ctx.agent_id, ctx.owner, req.id, ctx.last_event_id)
         state = rec.task.status.state
         if first is not None and is_terminal(state) and ctx.version == "1.0":
@@ -142,7 +145,8 @@ class A2AService:
                 f"Task {req.id} is already finished; use GetTask, or resubscribe with Last-Event-ID to replay"
             )
         after = rec.seq if ctx.last_event_id is None else ctx.last_event_id
-        return e.follow(req.id, after, state=state, state_seq=rec.seq, until=is_terminal, idle=ctx.idle, first=first)
+        return self.subscribers.follow(req.id, e.follow(req.id, after, state=state, state_seq=rec.seq,
+                                                         until=is_terminal, idle=ctx.idle, first=first))
 
     def _check_message(self, ctx: CallContext, req: m.SendMessageRequest) -> None:
         """Refuse what the agent declared it cannot take: media types, missing required extensions."""
@@ -154,7 +158,7 @@ class A2AService:
         from parley.hub.trace import build_trace
 
         rec = await self.engine.record(ctx.agent_id, ctx.owner, req.id)
-        return await build_trace(self.engine.store, rec, url=ctx.agent_url, depth=req.depth)
+        return await build_trace(self.engine.store, rec, url=ctx.agent_url, depth=req.depth, viewer=ctx.owner)
 
     async def _push(self, ctx: CallContext, op: Operation, req: Any) -> Any:
         if not self.push_notifications:

@@ -145,6 +145,7 @@ class TaskEngine:
         sole: no other engine uses this store, so a lease that is not this engine's belongs to a
             dead process (default: what the store says of itself, `TaskStore.exclusive`).
         observers: told of every internal event an agent yields (telemetry).
+        max_history: messages a task may hold; a message that would go over it is refused (None: no limit).
     """
 
     def __init__(
@@ -159,8 +160,10 @@ class TaskEngine:
         lease_seconds: float = LEASE_SECONDS,
         sole: bool | None = None,
         observers: list[Observer] | None = None,
+        max_history: int | None = None,
     ) -> None:
         self.store = store
+        self.max_history = max_history
         self.agents = agents
         self.bus = bus or LocalBus()
         self.delegator = delegator
@@ -175,6 +178,10 @@ class TaskEngine:
         self._background: set[asyncio.Task] = set()
         self._heartbeat: asyncio.Task | None = None
         self._unregister = self.bus.on_cancel(self._on_cancel_request)
+
+    def running(self, agent_id: str) -> int:
+        """How many tasks of `agent_id` this process runs now (the rate limiter's `tasks_per_agent`)."""
+        return sum(1 for run in self.runs.values() if not run.done and run.record.agent_id == agent_id)
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -393,6 +400,12 @@ class TaskEngine:
         if not is_settled(state) or rec.task.id in self.runs:
             raise UnsupportedOperationError(
                 f"Task {rec.task.id} is still {state_name(state)}; send a message when it asks for input"
+            )
+        held = len(rec.task.history or [])
+        if self.max_history is not None and held >= self.max_history:
+            raise InvalidParamsError(
+                f"Invalid params: task {rec.task.id} holds {held} messages, the limit "
+                f"(limits.max_history_length); start a new task in the same context"
             )
         msg.context_id = rec.task.context_id
         run = Run(rec, Turn(rec.task.id, rec.task.context_id), committed_seq=rec.seq)

@@ -1,0 +1,1 @@
+"""Tests of parley.security: authentication, rate limits."""
