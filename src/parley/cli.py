@@ -12,6 +12,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+import msgspec
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -29,6 +30,9 @@ app.add_typer(tasks_app, name="tasks")
 keys_app = typer.Typer(help="Make, list and revoke the API keys of a server's agents (its --db or --config).",
                        no_args_is_help=True)
 app.add_typer(keys_app, name="keys")
+push_app = typer.Typer(help="Push notifications: a task's delivery log, and the key notifications are signed with.",
+                       no_args_is_help=True)
+app.add_typer(push_app, name="push")
 CREDENTIALS: dict[str, str] = {}  # headers every client command sends (--api-key / --token)
 
 
@@ -179,6 +183,9 @@ def serve(
                                    "with task and trace ids)."),
     insecure: bool = typer.Option(False, "--insecure", help="Serve a non-loopback address with no credentials "
                                   "configured: every client is trusted. Never in production."),
+    push_allow: list[str] = typer.Option([], "--push-allow", help="A network (CIDR) or address webhooks may reach "
+                                         "although it is not public, e.g. 10.0.0.0/8 (repeatable; adds to "
+                                         "the config's push.allow)."),
 ) -> None:
     """Start the A2A server: built-in agents (echo, interviewer) over SQLite, and the dashboard at /.
 
@@ -205,6 +212,8 @@ def serve(
                                       max_body_bytes=max_body_bytes, grpc_port=grpc_port, insecure=insecure or None)
     if settings.db is None:
         settings.db = DEFAULT_DB
+    if push_allow:
+        settings.push = msgspec.structs.replace(settings.push, allow=[*settings.push.allow, *push_allow])
     for key, reason in settings.problems():
         fail(f"--{key.replace('_', '-')}: {reason}")
     if settings.grpc_port is not None:  # gRPC binding (parley[grpc])
@@ -425,6 +434,79 @@ async def keys_revoke(key_id: str = typer.Argument(..., help="The key's id (see 
     if key is None:
         raise ClientError(f"no key {key_id!r}")
     out.print(f"revoked {key.id} (agent {key.agent_id}, {key.name or 'no name'})", highlight=False)
+
+
+# --- push -------------------------------------------------------------------------------------------------------
+
+
+@push_app.command("log")
+@run
+async def push_log(url: str = typer.Argument(..., help="Agent URL (a Parley server's /a2a/{agent}, or its base URL)."),
+                   task_id: str = typer.Argument(..., help="The task whose notifications to show."),
+                   as_json: bool = JsonOpt) -> None:
+    """Show the push notifications of a task: each one's state, and every delivery attempt."""
+    import httpx
+
+    target = f"{url.rstrip('/')}/tasks/{task_id}/pushLog"
+    async with httpx.AsyncClient(timeout=60, headers=dict(CREDENTIALS) or None) as http:
+        try:
+            resp = await http.get(target)
+        except httpx.HTTPError as exc:
+            raise ClientError(f"cannot reach {target}: {exc}") from None
+    if resp.status_code != 200:
+        try:
+            reason = resp.json().get("error") or ""
+        except ValueError:
+            reason = ""
+        raise ClientError(f"GET {target} answered HTTP {resp.status_code}" + (f": {reason}" if reason else ""))
+    data = resp.json()
+    if as_json:
+        out.print_json(json.dumps(data))
+        return
+    from datetime import UTC, datetime
+
+    def when(ts: float | None) -> str:
+        return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S") if ts else "-"
+
+    table = Table("event", "config", "kind", "state", "attempts", "last", "next try")
+    for n in data["notifications"]:
+        last = str(n["lastStatus"] or n["lastError"] or "-")
+        table.add_row(n["eventId"], n["configId"], n["kind"], n["state"], str(n["attempts"]), last, when(n["nextAt"]))
+        for t in n["tries"]:
+            table.add_row("", "", f"  #{t['attempt']}", t["outcome"], when(t["at"]),
+                          str(t["status"] or t["error"] or "-"), when(t["nextAt"]))
+    out.print(table)
+
+
+@push_app.command("rotate-key")
+@run
+async def push_rotate_key(db: str | None = DbOpt, config_path: str | None = ConfigOpt) -> None:
+    """Sign new notifications with a new key; the old one stays in the JWKS while its notifications may be retried."""
+    from parley.push.setup import Push
+    from parley.settings import DEFAULT_DB, MEMORY, Settings
+    from parley.tasks.memory_store import MemoryTaskStore
+
+    settings = Settings()
+    if config_path:
+        from parley.hub.config import ConfigError, load_config
+
+        try:
+            settings = load_config(config_path).server.settings()
+        except ConfigError as exc:
+            fail(str(exc))
+    settings.db = db or settings.db or DEFAULT_DB
+    if settings.db == MEMORY:
+        fail("a --memory server keeps its signing keys in its own process")
+    try:
+        push = Push(settings, MemoryTaskStore(), issuer=lambda: "")
+    except ValueError as exc:
+        fail(str(exc))
+    try:
+        key = await push.keys.rotate()
+    finally:
+        await push.keys.close()
+    out.print(f"new signing key {key.kid}; the previous one stays published for "
+              f"{push.signer.keep_seconds:g} s", highlight=False)
 
 
 @app.command()

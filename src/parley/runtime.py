@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from parley.agents.base import Agent
 from parley.hub.delegation import Delegator
 from parley.protocol import models as m
+from parley.push.setup import Push
 from parley.security.keys import KeyStore, open_keys
 from parley.security.ratelimit import Limiter
 from parley.security.setup import Security
@@ -78,10 +79,14 @@ class Runtime:
         self.engine = TaskEngine(self.store, agents, bus=self.bus, delegator=self.delegator,
                                  cancel_child=self.delegator.cancel_link, lease_seconds=self.settings.lease_seconds,
                                  max_history=self.settings.limits.max_history_length)
+        self.push = Push(self.settings, self.store, self._issuer) if self.settings.push_enabled else None
+        if self.push is not None:
+            self.engine.committed.append(self.push.on_commit)
         self.keys = keys if keys is not None else open_keys(self.settings.db)
         self.security = Security(self.settings, agents, self.keys)
         self.service = A2AService(self.engine, card=self.public_card, extended_card=self.extended_card,
-                                  push_notifications=self.settings.card.push_notifications,
+                                  push_notifications=self.push is not None,
+                                  push=self.push.configs if self.push is not None else None,
                                   streaming=self.settings.card.streaming,
                                   max_subscribers=self.settings.limits.max_subscribers_per_task)
         self.pipeline = Pipeline(self.service, authenticator=authenticator or self.security.authenticator,
@@ -102,6 +107,8 @@ class Runtime:
     async def start(self) -> None:
         """Recover what a stopped process left running, then take requests."""
         failed = await self.engine.start()
+        if self.push is not None:
+            self.push.start()  # notifications left pending by a previous run go out now
         self.running = True
         log.debug("runtime started (%d task(s) failed at recovery)", len(failed))
 
@@ -110,6 +117,8 @@ class Runtime:
         self.running = False
         try:
             await self.engine.shutdown()
+            if self.push is not None:
+                await self.push.stop()
         finally:
             await self.bus.close()
             await self.store.close()
@@ -127,6 +136,10 @@ class Runtime:
         if security is None:
             return None
         return self.cards.card(agent_id, agent_url, security, self.security.visible_skills(agent_id, principal))
+
+    def _issuer(self) -> str:
+        """This server's public base URL: the `iss` of its notification signatures."""
+        return (self.settings.public_url or self.settings.reachable_self_url()).rstrip("/")
 
     def _base_urls(self) -> list[str]:
         """The base URLs that name this server (where it reaches itself, and where clients reach it)."""

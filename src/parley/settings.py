@@ -23,7 +23,7 @@ class CardOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     """Server-wide facts that appear in every agent card."""
 
     streaming: bool = True
-    push_notifications: bool = False
+    push_notifications: bool | None = None  # None: as `[push] enabled` says (True by default); False turns push off
     extended_card: bool = False
     provider: m.AgentProvider | None = None
     documentation_url: str | None = None
@@ -74,6 +74,24 @@ class LimitSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     agents: dict[str, LimitSettings] = msgspec.field(default_factory=dict)
 
 
+class PushSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """Push-notification delivery (docs/push.md): where webhooks may point, retries, signatures."""
+
+    enabled: bool = True  # the card says pushNotifications: true, configs are taken and delivered
+    allow: list[str] = msgspec.field(default_factory=list)  # CIDRs webhooks may reach beyond the public internet
+    timeout_seconds: float = 10.0  # one delivery attempt
+    max_attempts: int = 12  # then the notification is dead-lettered
+    max_age_seconds: float = 86400.0  # a notification older than this is dead-lettered instead of retried
+    backoff_seconds: float = 1.0  # the first retry; doubled each time (with jitter), at most max_backoff
+    max_backoff_seconds: float = 3600.0
+    concurrency: int = 64  # deliveries in flight at once (each task's webhook gets one at a time)
+    poll_seconds: float = 1.0  # the outbox is read this often without a wake-up (rows of other processes)
+    artifact_updates: bool = False  # also notify artifact updates (A2A configs have no field to ask for them)
+    sign: bool = True  # a JWT signed with the server's key in `Parley-Signature` (JWKS at /.well-known/jwks.json)
+    encryption_key_env: str | None = None  # the NAME of a variable holding a Fernet key: configs' secrets encrypted
+    webhook_secret_env: str | None = None  # the NAME of a variable holding a Standard Webhooks secret (whsec_...)
+
+
 class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """How a Parley server runs. Mutable: the CLI fills in what only it knows (the address it listens on)."""
 
@@ -95,6 +113,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     card: CardOptions = msgspec.field(default_factory=CardOptions)
     auth: AuthSettings = msgspec.field(default_factory=AuthSettings)
     limits: LimitSettings = msgspec.field(default_factory=LimitSettings)
+    push: PushSettings = msgspec.field(default_factory=PushSettings)
 
     def merged(self, **overrides: Any) -> Settings:
         """A copy with the given fields replaced; None values leave a field as it is."""
@@ -148,11 +167,29 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             found.append(("limits.max_file_bytes", "must be 0 (no inline files) or more"))
         if self.limits.max_json_depth > 500:
             found.append(("limits.max_json_depth", "must be at most 500 (deeper JSON could exhaust the stack)"))
+        push = self.push
+        try:
+            from parley.push.ssrf import parse_allow
+
+            parse_allow(push.allow)
+        except ValueError as exc:
+            found.append(("push.allow", str(exc)))
+        for name in ("timeout_seconds", "max_age_seconds", "backoff_seconds", "max_backoff_seconds", "poll_seconds"):
+            if getattr(push, name) <= 0:
+                found.append((f"push.{name}", "must be positive"))
+        for name in ("max_attempts", "concurrency"):
+            if getattr(push, name) < 1:
+                found.append((f"push.{name}", "must be at least 1"))
         for name in ("public_url", "self_url"):
             value = getattr(self, name)
             if value is not None and not value.startswith(("http://", "https://")):
                 found.append((name, f"must be an http:// or https:// URL, got {value!r}"))
         return found
+
+    @property
+    def push_enabled(self) -> bool:
+        """Whether push notifications are offered (the card's capability) and delivered."""
+        return self.push.enabled if self.card.push_notifications is None else self.card.push_notifications
 
     @property
     def grpc_bind_host(self) -> str:
@@ -177,4 +214,4 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
 __all__ = ["DEFAULT_DB", "DEFAULT_MAX_BODY_BYTES", "MEMORY", "AuthSettings", "CardOptions", "JwtSettings",
-           "LimitSettings", "Settings"]
+           "LimitSettings", "PushSettings", "Settings"]

@@ -347,21 +347,24 @@ async def test_missing_version_is_taken_as_1_0(stub):
     assert sent.task.status.state == pb.TASK_STATE_COMPLETED
 
 
-async def test_push_configs_and_extended_card_are_failed_precondition(stub):
+async def test_push_configs_over_grpc_and_no_extended_card(stub):
+    """Spec 3.1.7-3.1.10 and 13.2 over gRPC: an unsafe webhook URL is INVALID_ARGUMENT (loopback is not
+    allowed on this server), an unknown config NOT_FOUND, a task without configs lists none; the
+    extended card of an open server is UNSUPPORTED_OPERATION."""
     sent = await stub.SendMessage(pb.SendMessageRequest(message=message()), metadata=V1)
     task_id = sent.task.id
-    reason = "PUSH_NOTIFICATION_NOT_SUPPORTED"
-    code = grpc.StatusCode.FAILED_PRECONDITION
-    await expect(stub.CreateTaskPushNotificationConfig(
-        pb.TaskPushNotificationConfig(task_id=task_id, url="https://example.com/hook"), metadata=V1), code, reason)
+    details = await expect(stub.CreateTaskPushNotificationConfig(
+        pb.TaskPushNotificationConfig(task_id=task_id, url="http://127.0.0.1:9/hook"), metadata=V1),
+        grpc.StatusCode.INVALID_ARGUMENT, "INVALID_PARAMS")
+    assert "127.0.0.1, a loopback address" in details
     await expect(stub.GetTaskPushNotificationConfig(
-        pb.GetTaskPushNotificationConfigRequest(task_id=task_id, id="c"), metadata=V1), code, reason)
-    await expect(stub.ListTaskPushNotificationConfigs(
-        pb.ListTaskPushNotificationConfigsRequest(task_id=task_id), metadata=V1), code, reason)
-    await expect(stub.DeleteTaskPushNotificationConfig(
-        pb.DeleteTaskPushNotificationConfigRequest(task_id=task_id, id="c"), metadata=V1), code, reason)
-    await expect(stub.GetExtendedAgentCard(pb.GetExtendedAgentCardRequest(), metadata=V1), code,
-                 "UNSUPPORTED_OPERATION")
+        pb.GetTaskPushNotificationConfigRequest(task_id=task_id, id="c"), metadata=V1),
+        grpc.StatusCode.NOT_FOUND, "TASK_NOT_FOUND")
+    listed = await stub.ListTaskPushNotificationConfigs(
+        pb.ListTaskPushNotificationConfigsRequest(task_id=task_id), metadata=V1)
+    assert list(listed.configs) == []
+    await expect(stub.GetExtendedAgentCard(pb.GetExtendedAgentCardRequest(), metadata=V1),
+                 grpc.StatusCode.FAILED_PRECONDITION, "UNSUPPORTED_OPERATION")
 
 
 async def test_wire_shapes_of_stream_responses(stub):

@@ -228,11 +228,14 @@ def slow_app(gate: Gate | None = None, *, push_notifications: bool = False) -> P
     return app
 
 
-def push_app() -> Parley:
-    """The built-in agents with push-notification configs enabled."""
-    settings = Settings()
-    settings.card = type(settings.card)(push_notifications=True)
-    app = Parley(settings=settings)
+WEBHOOK = "https://203.0.113.7/hook"  # TEST-NET-3: not public, so allowed explicitly (nothing is sent there)
+
+
+def push_app(*, enabled: bool = True) -> Parley:
+    """The built-in agents with push notifications on (webhooks may be in 203.0.113.0/24), or off."""
+    from parley.settings import PushSettings
+
+    app = Parley(settings=Settings(push=PushSettings(enabled=enabled, allow=["203.0.113.0/24"])))
     for agent in builtin_agents():
         app.add_agent(agent)
     return app

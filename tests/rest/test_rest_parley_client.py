@@ -168,7 +168,7 @@ async def test_errors_are_typed_against_parley(server, version):
 
 
 async def test_push_config_operations_against_parley(serve, version):
-    from rest_support import push_app
+    from rest_support import WEBHOOK, push_app
 
     srv = serve(push_app())
     async with rest_client(srv.url, version) as c:
@@ -176,11 +176,12 @@ async def test_push_config_operations_against_parley(serve, version):
         task = await bounded(c.send("x"))
         from parley.protocol.operations import Operation as Op
 
-        cfg = m.TaskPushNotificationConfig(url="https://example.com/hook", task_id=task.id, id="c1", token="tok",
+        cfg = m.TaskPushNotificationConfig(url=WEBHOOK, task_id=task.id, id="c1", token="tok",
                                            authentication=m.AuthenticationInfo(scheme="Bearer", credentials="s"))
         made = await bounded(t.call(Op.PUSH_SET, cfg))
-        assert (made.task_id, made.id, made.url, made.token) == (task.id, "c1", "https://example.com/hook", "tok")
-        assert made.authentication == m.AuthenticationInfo(scheme="Bearer", credentials="s")
+        # the token and credentials are write-only: no answer carries them (docs/push.md)
+        assert (made.task_id, made.id, made.url, made.token) == (task.id, "c1", WEBHOOK, None)
+        assert made.authentication == m.AuthenticationInfo(scheme="Bearer", credentials=None)
         got = await bounded(t.call(Op.PUSH_GET, m.TaskPushConfigRef(task_id=task.id, id="c1")))
         assert got == made
         listed = await bounded(t.call(Op.PUSH_LIST, m.ListTaskPushConfigsRequest(task_id=task.id)))
@@ -190,10 +191,13 @@ async def test_push_config_operations_against_parley(serve, version):
             await bounded(t.call(Op.PUSH_GET, m.TaskPushConfigRef(task_id=task.id, id="c1")))
 
 
-async def test_push_config_not_supported_is_typed(server, version):
+async def test_push_config_not_supported_is_typed(serve, version):
+    from rest_support import push_app
+
     from parley.protocol.operations import Operation as Op
 
-    async with rest_client(server.url, version) as c:
+    srv = serve(push_app(enabled=False))
+    async with rest_client(srv.url, version) as c:
         task = await bounded(c.send("x"))
         with pytest.raises(e.PushNotificationNotSupportedError):
             await bounded(c.transport.call(Op.PUSH_LIST, m.ListTaskPushConfigsRequest(task_id=task.id)))

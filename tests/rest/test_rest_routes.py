@@ -308,7 +308,9 @@ def test_subscribe_to_a_finished_task_without_last_event_id(server, binding):
 # --- push notification configs -------------------------------------------------------------------
 
 
-def test_push_config_routes_answer_not_supported(server, binding):
+def test_push_config_routes_answer_not_supported(serve, binding):
+    """`[push] enabled = false`: every push-config route is PushNotificationNotSupported (spec 3.3.2)."""
+    server = serve(push_app(enabled=False))
     task = send(server, binding)
     base = url(server, binding, f"/tasks/{task['id']}/pushNotificationConfigs")
     create = ({"url": "https://example.com/hook"} if binding == "1.0"
@@ -329,15 +331,15 @@ def test_push_config_routes_when_enabled(serve, binding):
     task = send(srv, binding)
     base = url(srv, binding, f"/tasks/{task['id']}/pushNotificationConfigs")
     if binding == "1.0":
-        bodies = [{"url": "https://example.com/a", "id": "a", "token": "t"},
-                  {"url": "https://example.com/b", "id": "b", "authentication": {"scheme": "Bearer",
+        bodies = [{"url": "https://203.0.113.7/a", "id": "a", "token": "t"},
+                  {"url": "https://203.0.113.7/b", "id": "b", "authentication": {"scheme": "Bearer",
                                                                                  "credentials": "xyz"}}]
     else:
         # The HTTP rule's body (the config itself) and what both SDK clients send (the whole request).
         bodies = [{"name": f"tasks/{task['id']}/pushNotificationConfigs/a",
-                   "pushNotificationConfig": {"url": "https://example.com/a", "token": "t"}},
+                   "pushNotificationConfig": {"url": "https://203.0.113.7/a", "token": "t"}},
                   {"parent": f"tasks/{task['id']}", "configId": "b",
-                   "config": {"pushNotificationConfig": {"url": "https://example.com/b",
+                   "config": {"pushNotificationConfig": {"url": "https://203.0.113.7/b",
                                                          "authentication": {"schemes": ["Bearer"],
                                                                             "credentials": "xyz"}}}}]
     for body in bodies:
@@ -347,14 +349,15 @@ def test_push_config_routes_when_enabled(serve, binding):
 
     got = http.get(f"{base}/b", headers=hdrs(binding))
     assert got.status_code == 200
+    # the credentials are write-only: the answer keeps the scheme, never the secret (docs/push.md)
     if binding == "1.0":
-        assert got.json() == {"taskId": task["id"], "id": "b", "url": "https://example.com/b",
-                              "authentication": {"scheme": "Bearer", "credentials": "xyz"}}
+        assert got.json() == {"taskId": task["id"], "id": "b", "url": "https://203.0.113.7/b",
+                              "authentication": {"scheme": "Bearer"}}
     else:
         assert got.json() == {"name": f"tasks/{task['id']}/pushNotificationConfigs/b",
-                              "pushNotificationConfig": {"id": "b", "url": "https://example.com/b",
-                                                         "authentication": {"schemes": ["Bearer"],
-                                                                            "credentials": "xyz"}}}
+                              "pushNotificationConfig": {"id": "b", "url": "https://203.0.113.7/b",
+                                                         "authentication": {"schemes": ["Bearer"]}}}
+    assert "xyz" not in listed_text(base, binding)
     listed = http.get(base, headers=hdrs(binding))
     assert listed.status_code == 200
     proto_name = "ListTaskPushNotificationConfigsResponse" if binding == "1.0" else \
@@ -367,6 +370,11 @@ def test_push_config_routes_when_enabled(serve, binding):
     gone = http.get(f"{base}/a", headers=hdrs(binding))
     assert gone.status_code == 404 and error_reason(gone) == "TASK_NOT_FOUND"
     assert len(http.get(base, headers=hdrs(binding)).json()["configs"]) == 1
+
+
+def listed_text(base: str, binding: str) -> str:
+    """The raw ListTaskPushNotificationConfigs answer."""
+    return http.get(base, headers=hdrs(binding)).text
 
 
 # --- cards ------------------------------------------------------------------------------------------
@@ -389,7 +397,7 @@ def test_v1_card_is_the_0_3_card(server, agent):
     assert card["protocolVersion"] == "0.3.0" and card["preferredTransport"] == "JSONRPC"
     assert ["JSONRPC", agent_url] in [[i["transport"], i["url"]] for i in card["additionalInterfaces"]]
     assert "supportedInterfaces" not in card and card["supportsAuthenticatedExtendedCard"] is False
-    assert card["capabilities"] == {"streaming": True, "pushNotifications": False}
+    assert card["capabilities"] == {"streaming": True, "pushNotifications": True}
     assert card["skills"] and all(set(s) >= {"id", "name", "description", "tags"} for s in card["skills"])
 
 

@@ -259,24 +259,50 @@ PUSH_10 = [
 ]
 
 
+@pytest.fixture(scope="module")
+def nopush_server():
+    """A server with push notifications turned off (`[push] enabled = false`)."""
+    from parley.settings import PushSettings
+
+    with live(lab_app(Lab(), settings=Settings(push=PushSettings(enabled=False)))) as srv:
+        yield srv
+
+
 @pytest.mark.parametrize("method,params", PUSH_03, ids=[m for m, _ in PUSH_03])
-def test_v03_push_config_not_supported(lab_server, ref, unchanged, method, params):
-    _check(post(lab_server.url, _env(method, params(ref["echo"]["id"]))), -32003, rid=1)
+def test_v03_push_config_not_supported(nopush_server, method, params):
+    """Spec 3.3.2 / 5.4: PushNotificationNotSupported (-32003) when the agent does not offer push."""
+    _check(post(nopush_server.url, _env(method, params("any-task"))), -32003, rid=1)
 
 
 @pytest.mark.parametrize("method,params", PUSH_10, ids=[m for m, _ in PUSH_10])
-def test_v10_push_config_not_supported(lab_server, ref, unchanged, method, params):
-    _check(post(lab_server.url, _env(method, params(ref["echo"]["id"])), version="1.0"), -32003, rid=1)
+def test_v10_push_config_not_supported(nopush_server, method, params):
+    _check(post(nopush_server.url, _env(method, params("any-task")), version="1.0"), -32003, rid=1)
 
 
-def test_push_config_in_send_is_refused_or_ignored_without_creating_garbage(lab_server, ref):
+def test_push_config_in_send_is_refused_when_push_is_off_without_creating_a_task(nopush_server):
     params = {"message": D10.message("with push"),
-              "configuration": {"taskPushNotificationConfig": {"url": "http://h/x"}}}
+              "configuration": {"taskPushNotificationConfig": {"url": "https://hooks.example.com/x"}}}
+    _check(post(nopush_server.url, _env("SendMessage", params), version="1.0"), -32003, rid=1)
+    listed = post(nopush_server.url, _env("ListTasks", {}), version="1.0").json()["result"]
+    assert listed["tasks"] == []
+
+
+@pytest.mark.parametrize("method,params", [PUSH_03[0], PUSH_10[0]], ids=["0.3", "1.0"])
+def test_an_unresolvable_webhook_host_is_refused_at_registration(lab_server, ref, unchanged, method, params):
+    """Spec 13.2: webhook URLs are validated (SSRF); a host that does not resolve is -32602 at once."""
+    body = post(lab_server.url, _env(method, params(ref["echo"]["id"])),
+                version="1.0" if method[0].isupper() else None).json()
+    assert body["error"]["code"] == -32602 and "'h' does not resolve" in body["error"]["message"], body
+
+
+def test_push_config_in_send_with_an_unsafe_url_is_refused_without_creating_a_task(lab_server):
+    context = uid("ctx")
+    params = {"message": {**D10.message("with push"), "contextId": context},
+              "configuration": {"taskPushNotificationConfig": {"url": "http://127.0.0.1:9/x"}}}
     body = post(lab_server.url, _env("SendMessage", params), version="1.0").json()
-    if "error" in body:
-        assert body["error"]["code"] == -32003
-    else:
-        assert body["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert body["error"]["code"] == -32602 and "127.0.0.1, a loopback address" in body["error"]["message"], body
+    listed = post(lab_server.url, _env("ListTasks", {"contextId": context}), version="1.0").json()["result"]
+    assert listed["tasks"] == []
 
 
 def test_extended_card(lab_server, unchanged):

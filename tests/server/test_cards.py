@@ -49,7 +49,7 @@ def test_card_without_version_has_legacy_fields(card_paths, which):
     assert ("JSONRPC", "1.0", endpoint) in versions and ("JSONRPC", "0.3", endpoint) in versions
     assert card["skills"] and all({"id", "name", "description", "tags"} <= set(s) for s in card["skills"])
     assert card["capabilities"]["streaming"] is True
-    assert not card["capabilities"].get("pushNotifications")
+    assert card["capabilities"]["pushNotifications"] is True  # push is on by default (docs/push.md)
     if agent == "interviewer":
         assert card["name"] == "Interviewer"
 

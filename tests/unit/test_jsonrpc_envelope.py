@@ -219,8 +219,9 @@ def test_unsupported_header_fails_every_method(header: str) -> None:
 
 
 def test_every_operation_has_a_method_in_each_version() -> None:
-    # CARD (0.3 HTTP+JSON `GET /v1/card`) and TRACE (Parley's trace endpoint) are HTTP-only operations.
-    json_rpc = set(Operation) - {Operation.CARD, Operation.TRACE}
+    # CARD (0.3 HTTP+JSON `GET /v1/card`), TRACE and PUSH_LOG (Parley's trace and push-log endpoints) are
+    # HTTP-only operations.
+    json_rpc = set(Operation) - {Operation.CARD, Operation.TRACE, Operation.PUSH_LOG}
     assert set(v0_3.METHODS.values()) == json_rpc
     assert set(v1_0.METHODS.values()) == json_rpc
 

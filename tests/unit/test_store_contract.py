@@ -24,6 +24,8 @@ from parley.tasks.store import (
     Lease,
     MessageKey,
     SequenceConflict,
+    DeliveryAttempt,
+    StoredPushConfig,
     StoreError,
     TaskLink,
     TaskRecord,
@@ -452,6 +454,85 @@ async def test_push_config_crud(store: TaskStore) -> None:
     assert await store.list_push_configs("t1") == [cfg2]
 
 
+# --- the push outbox: filled in the commit that appends the entries ------------------------------------------
+
+
+def hook(config_id: str, *, task_id: str = "t1", artifacts: bool = False, version: str = "1.0") -> StoredPushConfig:
+    return StoredPushConfig(m.TaskPushNotificationConfig(url=f"https://hooks.example.com/{config_id}",
+                                                         task_id=task_id, id=config_id),
+                            version=version, artifacts=artifacts, created_at=1.0)
+
+
+async def test_outbox_rows_come_with_the_commit_that_appends_status_entries(store: TaskStore) -> None:
+    """A status update of a task with two webhooks enqueues one notification for each, in the same commit;
+    an artifact update only for the config that asks for artifacts; the creation entry for none."""
+    await put(store, new_task())
+    await advance(store, "t1", status(S.WORKING), push_configs=[hook("a"), hook("b", artifacts=True)])
+    await advance(store, "t1", art("x", "chunk"), status(S.COMPLETED))
+    notes, attempts = await store.push_log("t1")
+    assert [(n.config_id, n.seq, n.kind, n.state, n.attempts) for n in notes] == [
+        ("a", 2, "status", "pending", 0), ("b", 2, "status", "pending", 0),
+        ("b", 3, "artifact", "pending", 0),
+        ("a", 4, "status", "pending", 0), ("b", 4, "status", "pending", 0)]
+    assert attempts == []
+    assert (await store.push_target("t1", "b")).artifacts is True  # type: ignore[union-attr]
+    assert [c.id for c in await store.list_push_configs("t1")] == ["a", "b"]
+
+
+async def test_a_refused_commit_enqueues_nothing(store: TaskStore) -> None:
+    await put(store, new_task())
+    await store.put_push_config(hook("a"))
+    with pytest.raises(SequenceConflict):
+        await store.commit(Commit(task_id="t1", expected_seq=5, entries=[Entry(6, status(S.WORKING))],
+                                  snapshot=new_task(), updated_at=3.0))
+    assert (await store.push_log("t1"))[0] == []
+
+
+async def test_due_notifications_keep_each_webhook_in_order(store: TaskStore) -> None:
+    """Only the oldest pending notification of a (task, webhook) lane is due; lanes in flight are skipped;
+    a retried one waits for its next_at, and its successors wait for it."""
+    await put(store, new_task())
+    await advance(store, "t1", status(S.WORKING), push_configs=[hook("a"), hook("b")])
+    await advance(store, "t1", status(S.COMPLETED))
+    due = await store.due_notifications(now=1e12, limit=10, busy=set())
+    assert [(n.config_id, n.seq) for n in due] == [("a", 2), ("b", 2)]
+    assert [(n.config_id, n.seq) for n in await store.due_notifications(1e12, 10, {("t1", "a")})] == [("b", 2)]
+    first = due[0]
+    retry_at = 5e12
+    first.attempts, first.next_at, first.last_status, first.last_error = 1, retry_at, 503, "HTTP 503"
+    await store.record_attempt(DeliveryAttempt(first.id, 1, 10.0, 503, "HTTP 503", 0.1, "retry", retry_at), first)
+    assert [(n.config_id, n.seq) for n in await store.due_notifications(1e12, 10, set())] == [("b", 2)]
+    # What the dispatcher waits for: the retried head of lane a, not the row queued behind it (due long ago),
+    # and nothing of lane b while it is in flight.
+    assert await store.next_notification_at({("t1", "b")}) == retry_at
+    assert await store.next_notification_at({("t1", "a"), ("t1", "b")}) is None
+    assert [(n.config_id, n.seq, n.attempts) for n in await store.due_notifications(retry_at, 10, set())] == [
+        ("b", 2, 0), ("a", 2, 1)]  # the longest-due first
+    first.attempts, first.state, first.done_at = 2, "delivered", 11.0
+    await store.record_attempt(DeliveryAttempt(first.id, 2, 11.0, 200, None, 0.1, "delivered"), first)
+    assert [(n.config_id, n.seq) for n in await store.due_notifications(retry_at, 10, {("t1", "b")})] == [("a", 3)]
+    notes, attempts = await store.push_log("t1")
+    assert [(a.notification_id, a.attempt, a.status, a.outcome) for a in attempts] == [
+        (first.id, 1, 503, "retry"), (first.id, 2, 200, "delivered")]
+    assert notes[0].state == "delivered" and notes[0].attempts == 2
+    assert await store.next_notification_at(set()) is not None
+
+
+async def test_disabled_and_deleted_configs_stop_their_notifications(store: TaskStore) -> None:
+    """410 Gone disables a webhook (pending rows become `disabled`, later entries enqueue nothing for it);
+    deleting a config drops its pending rows."""
+    await put(store, new_task())
+    await advance(store, "t1", status(S.WORKING), push_configs=[hook("a"), hook("b")])
+    await store.disable_push_config("t1", "a", at=50.0)
+    await store.delete_push_config("t1", "b")
+    await advance(store, "t1", status(S.COMPLETED))
+    notes, _ = await store.push_log("t1")
+    assert [(n.config_id, n.seq, n.state) for n in notes] == [("a", 2, "disabled"), ("b", 2, "dropped")]
+    assert await store.due_notifications(1e12, 10, set()) == []
+    assert await store.next_notification_at(set()) is None
+    assert (await store.push_target("t1", "a")).disabled_at == 50.0  # type: ignore[union-attr]
+
+
 # --- SQLite: one process, reopening, migrations ------------------------------------------------------------------------
 
 
@@ -516,10 +597,15 @@ async def test_an_older_sqlite_schema_is_migrated(tmp_path: Path) -> None:
     db.execute("INSERT INTO events VALUES (?,?,?,?)", ("t1", 1, "task", msgspec.json.encode(new_task())))
     db.execute("INSERT INTO events VALUES (?,?,?,?)", ("t1", 2, "status", msgspec.json.encode(status(S.WORKING))))
     db.execute("INSERT INTO message_ids VALUES (?,?,?,?)", ("echo", "alice", "m-1", "t1"))
+    old_config = m.TaskPushNotificationConfig(url="https://hooks.example.com/a2a", task_id="t1", id="p1", token="tok")
+    db.execute("INSERT INTO push_configs VALUES (?,?,?)", ("t1", "p1", msgspec.json.encode(old_config)))
     db.commit()
     db.close()
     store = SqliteTaskStore(path)
     try:
+        kept = await store.push_target("t1", "p1")  # schema 3 gave push configs a version and options
+        assert kept is not None and (kept.config, kept.version, kept.artifacts, kept.disabled_at) == (
+            old_config, "1.0", False, None)
         got = await store.get("t1")
         assert got is not None and got.task == task and got.seq == 2
         assert await store.lease("t1") is None
@@ -531,7 +617,7 @@ async def test_an_older_sqlite_schema_is_migrated(tmp_path: Path) -> None:
     finally:
         await store.close()
     version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
-    assert version == 2
+    assert version == 3
 
 
 async def test_a_newer_sqlite_schema_is_refused_in_one_line(tmp_path: Path) -> None:

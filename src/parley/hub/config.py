@@ -16,7 +16,7 @@ from typing import Any, Literal
 import msgspec
 from msgspec import Struct, field
 
-from parley.settings import Settings
+from parley.settings import PushSettings, Settings
 
 AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -129,6 +129,7 @@ class Config(_Strict):
     llm: LLMDefaults = field(default_factory=LLMDefaults)
     agents: list[AgentConfig] = field(default_factory=list)
     routes: list[RouteConfig] = field(default_factory=list)
+    push: PushSettings | None = None  # [push]: the same table as [server.push], at the top level
     path: str = ""  # filled in by load_config, for messages
 
 
@@ -181,6 +182,10 @@ def check(config: Config) -> None:
     """Cross-field rules that types alone cannot express."""
     path = config.path
     s = config.server
+    if config.push is not None:
+        if s.push != PushSettings():
+            raise ConfigError(path, "push", "give [push] or [server.push], not both")
+        s.push = config.push
     for key, reason in s.problems():
         raise ConfigError(path, f"server.{key}", reason)
     if not config.agents and not s.builtin_agents:

@@ -21,6 +21,7 @@ class Operation(str, enum.Enum):
     EXTENDED_CARD = "extended_card"
     CARD = "card"  # the public card as an operation: A2A 0.3 HTTP+JSON `GET /v1/card`
     TRACE = "trace"  # Parley's extension: the delegation tree of a task (`GET .../tasks/{id}/trace`)
+    PUSH_LOG = "push_log"  # Parley's extension: a task's push deliveries (`GET .../tasks/{id}/pushLog`)
 
     @property
     def streams(self) -> bool:

@@ -81,7 +81,7 @@ ROLE_NUMBERS: dict[int, str] = {1: "ROLE_USER", 2: "ROLE_AGENT"}
 ROLES = ("ROLE_USER", "ROLE_AGENT")
 
 _TASK_NAME = re.compile(r"tasks/([^/]+)")
-_CONFIG_NAME = re.compile(r"tasks/([^/]+)/pushNotificationConfigs/([^/]+)")
+_CONFIG_NAME = re.compile(r"tasks/([^/]+)/pushNotificationConfigs/([^/]*)")  # no config id yet: the server picks
 
 
 # --- small checked accessors -------------------------------------------------------
@@ -386,9 +386,11 @@ def _push_config_from_v03(cfg: Any, path: str, task_id: str | None) -> dict[str,
         if task_id is not None and found.group(1) != task_id:
             raise _bad(f"{path}.name", f"names task {found.group(1)!r}, but the URL names task {task_id!r}")
         task_id = found.group(1)
-        if out.get("id") and out["id"] != found.group(2):
-            raise _bad(f"{path}.name", f"names config {found.group(2)!r}, but `pushNotificationConfig.id` is {out['id']!r}")
-        out["id"] = found.group(2)
+        if found.group(2):
+            if out.get("id") and out["id"] != found.group(2):
+                raise _bad(f"{path}.name",
+                           f"names config {found.group(2)!r}, but `pushNotificationConfig.id` is {out['id']!r}")
+            out["id"] = found.group(2)
     out["taskId"] = task_id or ""
     return out
 
@@ -624,7 +626,7 @@ def encode_event(event: m.StreamEvent, *, interrupted_final: bool = True) -> dic
 
 def push_config_to_v03(cfg: m.TaskPushNotificationConfig) -> dict[str, Any]:
     """A canonical push config as a 0.3 proto TaskPushNotificationConfig."""
-    inner: dict[str, Any] = {"id": cfg.id, "url": cfg.url}
+    inner: dict[str, Any] = {"id": cfg.id, "url": cfg.url} if cfg.id else {"url": cfg.url}
     if cfg.token is not None:
         inner["token"] = cfg.token
     if cfg.authentication is not None:
@@ -632,6 +634,8 @@ def push_config_to_v03(cfg: m.TaskPushNotificationConfig) -> dict[str, Any]:
         if cfg.authentication.credentials is not None:
             auth["credentials"] = cfg.authentication.credentials
         inner["authentication"] = auth
+    if not cfg.id:  # not created yet: the server names it
+        return {"pushNotificationConfig": inner}
     return {"name": f"tasks/{cfg.task_id}/pushNotificationConfigs/{cfg.id}", "pushNotificationConfig": inner}
 
 
@@ -729,7 +733,10 @@ def encode_request(op: Operation, request: Any) -> dict[str, Any]:
         return data
     if op is Operation.PUSH_SET:
         cfg = push_config_to_v03(request)
-        return {"taskId": request.task_id, "parent": f"tasks/{request.task_id}", "configId": request.id, "config": cfg}
+        out = {"taskId": request.task_id, "parent": f"tasks/{request.task_id}", "config": cfg}
+        if request.id:
+            out["configId"] = request.id
+        return out
     if op in (Operation.PUSH_GET, Operation.PUSH_DELETE):
         return {"taskId": request.task_id, "id": request.id}
     if op is Operation.PUSH_LIST:

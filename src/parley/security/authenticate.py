@@ -43,14 +43,15 @@ class CredentialAuthenticator:
         self._secured = False
 
     async def secured(self) -> bool:
-        """Whether requests must authenticate: a credential of some kind is configured."""
-        if self.jwt is not None or self.admin_key is not None:
+        """Whether requests must authenticate: a credential of some kind is configured, or a key was
+        ever made in the store. Once secured, always secured (for the life of this process)."""
+        if self._secured or self.jwt is not None or self.admin_key is not None:
             return True
         if self.keys is None:
             return False
         now = time.monotonic()
         if now >= self._secured_until:
-            self._secured = await self.keys.has_active()
+            self._secured = await self.keys.has_keys()
             self._secured_until = now + SECURED_CACHE_SECONDS
         return self._secured
 

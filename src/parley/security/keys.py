@@ -139,8 +139,9 @@ class KeyStore(ABC):
         """Revoke a key; its record, or None if there is no such key."""
 
     @abstractmethod
-    async def has_active(self, now: float | None = None) -> bool:
-        """Whether any key is active (then every request must authenticate)."""
+    async def has_keys(self) -> bool:
+        """Whether any key was ever made here, active, revoked or expired: then every request must
+        authenticate. Revoking or outliving the last key never turns a secured server into an open one."""
 
     async def close(self) -> None:
         """Release resources."""
@@ -178,9 +179,8 @@ class MemoryKeyStore(KeyStore):
             stored.key = replace(stored.key, revoked_at=time.time() if now is None else now)
         return stored.key
 
-    async def has_active(self, now: float | None = None) -> bool:
-        now = time.time() if now is None else now
-        return any(s.key.active(now) for s in self._keys.values())
+    async def has_keys(self) -> bool:
+        return bool(self._keys)
 
 
 SCHEMA = """
@@ -251,11 +251,8 @@ class SqliteKeyStore(KeyStore):
         stored = await self._get(key_id)
         return stored.key if stored is not None else None
 
-    async def has_active(self, now: float | None = None) -> bool:
-        now = time.time() if now is None else now
-        row = self._db.execute("SELECT 1 FROM api_keys WHERE revoked_at IS NULL AND "
-                               "(expires_at IS NULL OR expires_at > ?) LIMIT 1", (now,)).fetchone()
-        return row is not None
+    async def has_keys(self) -> bool:
+        return self._db.execute("SELECT 1 FROM api_keys LIMIT 1").fetchone() is not None
 
     async def close(self) -> None:
         self._db.close()

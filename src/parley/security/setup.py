@@ -31,7 +31,7 @@ class Security:
         auth = settings.auth
         jwt = None
         if auth.jwt is not None:
-            from parley.security.jwt import JwtVerifier  # parley[jwt]: PyJWT
+            from parley.security.jwt import JwtVerifier
 
             jwt = JwtVerifier(auth.jwt, env=env)
         admin_key = env.get(auth.admin_key_env) if auth.admin_key_env else None

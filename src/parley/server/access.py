@@ -49,8 +49,8 @@ class Access:
     """One request as the access steps see it: which agent, which operation, over which binding, and the
     decoded request (for checks that look inside it, such as the skill a message asks for)."""
 
-    agent_id: str
-    op: Operation
+    agent_id: str  # "" when the request could not be decoded far enough to say
+    op: Operation | None  # None when the request could not be decoded (only authentication runs then)
     binding: str
     request: Any = None
 

@@ -7,6 +7,8 @@
     *    /... and /{agent_id}/...            HTTP+JSON of the default agent, and the tenant form
     GET  /a2a/{agent_id}/.well-known/agent-card.json
     GET  /a2a/{agent_id}/tasks/{id}/trace    delegation tree of a task (and /tasks/{id}/trace)
+    GET  /a2a/{agent_id}/tasks/{id}/pushLog  push deliveries of a task (and /tasks/{id}/pushLog)
+    GET  /.well-known/jwks.json              the keys push notifications are signed with
     GET  /agents                             the cards of all hosted agents
     GET  /healthz                            liveness
     *    /admin/keys[/{id}], /admin/tasks/{id}  the admin API (admin scope; see parley.server.admin)
@@ -40,7 +42,7 @@ from parley.server.pipeline import AgentUrl, Call
 from parley.server.rest import RestEndpoint
 from parley.server.rest_base import is_v03_path, status_body
 from parley.server.rest_v03 import RestV03Endpoint
-from parley.server.service import TraceRequest
+from parley.server.service import PushLogRequest, TraceRequest
 from parley.server.urls import agent_url, base_url
 from parley.telemetry import hooks as telemetry
 from parley.web.dashboard import render_dashboard
@@ -143,9 +145,34 @@ class HttpServer:
             outcome = await self.runtime.pipeline.serve("HTTP", credentials_of(request), decode, agent_id)
         except TaskNotFoundError:
             return JSONResponse({"error": f"task {task_id!r} not found"}, status_code=404)
+        except A2AError as exc:  # its headers too: WWW-Authenticate on a 401, Retry-After on a 429
+            return JSONResponse({"error": exc.message}, status_code=exc.http_status, headers=exc.headers or None)
+        return JSONResponse(outcome.result, headers=outcome.headers)
+
+    async def push_log(self, request: Request) -> Response:
+        """GET [/a2a/{agent_id}]/tasks/{task_id}/pushLog: the task's push deliveries (see parley.push.log)."""
+        agent_id = request.path_params.get("agent_id") or self.runtime.default_agent
+        if agent_id not in self.runtime.agents:
+            return _unknown_agent(agent_id)
+        task_id = request.path_params["task_id"]
+
+        async def decode() -> Call:
+            return Call(agent_id, Operation.PUSH_LOG, PushLogRequest(task_id), "1.0",
+                        agent_url=lambda: self.agent_url(request, agent_id))
+
+        try:
+            outcome = await self.runtime.pipeline.serve("HTTP", credentials_of(request), decode, agent_id)
+        except TaskNotFoundError:
+            return JSONResponse({"error": f"task {task_id!r} not found"}, status_code=404)
         except A2AError as exc:
-            return JSONResponse({"error": exc.message}, status_code=exc.http_status)
-        return JSONResponse(outcome.result)
+            return JSONResponse({"error": exc.message}, status_code=exc.http_status, headers=exc.headers or None)
+        return JSONResponse(outcome.result, headers=outcome.headers)
+
+    async def jwks(self, request: Request) -> Response:
+        """GET /.well-known/jwks.json: the public keys push notifications are signed with."""
+        push = self.runtime.push
+        keys = await push.signer.jwks() if push is not None else {"keys": []}
+        return JSONResponse(keys, headers={"Cache-Control": "public, max-age=300"})
 
     async def dashboard(self, request: Request) -> Response:
         return HTMLResponse(render_dashboard(self.runtime, base_url(request, self.settings)))
@@ -233,6 +260,9 @@ def create_app(runtime: Runtime) -> Starlette:
         Route("/admin/keys/{key_id}", admin.revoke_key, methods=["DELETE"]),
         Route("/admin/tasks/{task_id}", admin.get_task, methods=["GET"]),
         Route("/tasks/{task_id}/trace", server.trace, methods=["GET"]),
+        Route("/tasks/{task_id}/pushLog", server.push_log, methods=["GET"]),
+        Route("/a2a/{agent_id}/tasks/{task_id}/pushLog", server.push_log, methods=["GET"]),
+        Route("/.well-known/jwks.json", server.jwks, methods=["GET"]),
         Route("/a2a/{agent_id}/tasks/{task_id}/trace", server.trace, methods=["GET"]),
         Route("/a2a/{agent_id}/{rest:path}", server.rest_agent, methods=REST_VERBS),
         Route("/{rest:path}", server.rest_root, methods=REST_VERBS),

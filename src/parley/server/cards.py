@@ -19,6 +19,8 @@ from email.utils import formatdate
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+import msgspec
+
 from parley.agents.base import Agent
 from parley.protocol import models as m
 from parley.protocol.codec import dumps, to_wire
@@ -64,7 +66,7 @@ def build_card(agent: Agent, url: str, options: CardOptions, *, grpc_address: st
         version=agent.version,
         capabilities=m.AgentCapabilities(
             streaming=options.streaming,
-            push_notifications=options.push_notifications,
+            push_notifications=bool(options.push_notifications),
             extended_agent_card=options.extended_card or security is not None,
             extensions=list(agent.extensions) or None,
         ),
@@ -137,7 +139,8 @@ class Cards:
     def card(self, agent_id: str, agent_url: str, security: CardSecurity | None = None,
              skills: list[m.AgentSkill] | None = None) -> m.AgentCard:
         """The canonical card of an agent served at `agent_url` (see :func:`build_card`)."""
-        return build_card(self.agents[agent_id], agent_url, self.settings.card,
+        options = msgspec.structs.replace(self.settings.card, push_notifications=self.settings.push_enabled)
+        return build_card(self.agents[agent_id], agent_url, options,
                           grpc_address=self.grpc_address(agent_url), tenant=agent_id, security=security,
                           skills=skills)
 

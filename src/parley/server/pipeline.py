@@ -90,7 +90,13 @@ class Pipeline:
         """Decode, check and run one request; raises an A2AError for the binding to encode."""
         telemetry.a2a_request(binding, agent_id)  # telemetry: this is an A2A request (its span)
         try:
-            call = await decode()
+            try:
+                call = await decode()
+            except A2AError:
+                # Authentication comes first: a caller without valid credentials gets 401 whatever is wrong
+                # with its request (spec 7.4), and strangers learn nothing about the API.
+                await self.principal(Access(agent_id or "", None, binding), credentials)
+                raise
             telemetry.a2a_method(call.op, call.version, call.request)  # telemetry: method, version, task id
             access = Access(call.agent_id, call.op, binding, call.request)
             principal = await self.principal(access, credentials)

@@ -8,7 +8,6 @@ binding encodes in the caller's version. Errors are canonical A2A errors.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,10 +27,13 @@ from parley.protocol.errors import (
 )
 from parley.protocol.operations import Operation
 from parley.protocol.states import is_settled, is_terminal
+from parley.push.configs import MAX_CONFIGS_PER_TASK, PushConfigs
+from parley.push.log import push_log_json
 from parley.server.access import Principal
 from parley.server.subscribers import SubscriberLimit
 from parley.tasks.engine import TaskEngine
 from parley.tasks.log import Entry, trim_history
+from parley.tasks.store import StoredPushConfig
 
 CardSource = Callable[[str, str], Awaitable[m.AgentCard]]  # (agent id, agent URL) -> the agent's public card
 # (agent id, agent URL, caller) -> the caller's extended card, or None when none is offered
@@ -63,6 +65,13 @@ class CallContext:
 
 
 @dataclass(slots=True)
+class PushLogRequest:
+    """Parley's push delivery log of a task."""
+
+    id: str
+
+
+@dataclass(slots=True)
 class TraceRequest:
     """The Parley trace extension: the delegation tree of a task, `depth` levels deep."""
 
@@ -75,8 +84,10 @@ class A2AService:
 
     def __init__(self, engine: TaskEngine, *, card: CardSource | None = None,
                  extended_card: ExtendedCardSource | None = None, push_notifications: bool = False,
-                 streaming: bool = True, max_subscribers: int | None = None) -> None:
+                 streaming: bool = True, max_subscribers: int | None = None,
+                 push: PushConfigs | None = None) -> None:
         self.engine = engine
+        self.push = push if push_notifications else None  # None: push notifications are not supported
         self.subscribers = SubscriberLimit(max_subscribers)
         self.card = card
         self.extended_card = extended_card
@@ -90,7 +101,7 @@ class A2AService:
             if req.configuration is not None and (req.configuration.history_length or 0) < 0:
                 raise InvalidParamsError("Invalid params: `configuration.historyLength` must not be negative")
             self._check_message(ctx, req)
-            sub = await e.submit(ctx.agent_id, ctx.owner, req)
+            sub = await e.submit(ctx.agent_id, ctx.owner, req, await self._inline_push(ctx, req))
             conf = req.configuration
             if conf is not None and conf.return_immediately:
                 task = sub.record.task
@@ -118,6 +129,8 @@ class A2AService:
             return await self.card(ctx.agent_id, ctx.agent_url)
         if op is Operation.TRACE:
             return await self._trace(ctx, req)
+        if op is Operation.PUSH_LOG:
+            return await self.push_log(ctx, req.id)
         return await self._push(ctx, op, req)
 
     async def stream(self, ctx: CallContext, op: Operation, req: Any) -> AsyncIterator[Entry | None]:
@@ -132,7 +145,7 @@ class A2AService:
         e = self.engine
         if op is Operation.STREAM:
             self._check_message(ctx, req)
-            sub = await e.submit(ctx.agent_id, ctx.owner, req)
+            sub = await e.submit(ctx.agent_id, ctx.owner, req, await self._inline_push(ctx, req))
             first = sub.first
             assert isinstance(first.event, m.Task)
             return self.subscribers.follow(first.event.id, e.follow(
@@ -160,26 +173,47 @@ class A2AService:
         rec = await self.engine.record(ctx.agent_id, ctx.owner, req.id)
         return await build_trace(self.engine.store, rec, url=ctx.agent_url, depth=req.depth, viewer=ctx.owner)
 
+    async def _inline_push(self, ctx: CallContext, req: m.SendMessageRequest) -> StoredPushConfig | None:
+        """The webhook a send registers with its message (`configuration.taskPushNotificationConfig`)."""
+        conf = req.configuration
+        if conf is None or conf.task_push_notification_config is None:
+            return None
+        if self.push is None:
+            raise PushNotificationNotSupportedError()
+        return await self.push.prepare(conf.task_push_notification_config, ctx.version)
+
     async def _push(self, ctx: CallContext, op: Operation, req: Any) -> Any:
-        if not self.push_notifications:
+        if self.push is None:
             raise PushNotificationNotSupportedError()
         store = self.engine.store
         task_id = req.task_id
         await self.engine.get(ctx.agent_id, ctx.owner, m.GetTaskRequest(id=task_id, history_length=0))
         if op is Operation.PUSH_SET:
-            req.id = req.id or str(uuid.uuid4())
-            await store.put_push_config(req)
-            return req
+            stored = await self.push.prepare(req, ctx.version)
+            existing = await store.list_push_configs(task_id)
+            if stored.config.id not in {c.id for c in existing} and len(existing) >= MAX_CONFIGS_PER_TASK:
+                raise InvalidParamsError(f"Invalid params: task {task_id} has {len(existing)} push configs, "
+                                         f"the most a task may have")
+            await store.put_push_config(stored)
+            return self.push.shown(stored.config)
         if op is Operation.PUSH_GET:
             cfg = await store.get_push_config(task_id, req.id)
             if cfg is None:
                 raise TaskNotFoundError(f"Push notification config {req.id!r} not found for task {task_id!r}")
-            return cfg
+            return self.push.shown(cfg)
         if op is Operation.PUSH_LIST:
-            return m.ListTaskPushConfigsResponse(configs=await store.list_push_configs(task_id))
+            return m.ListTaskPushConfigsResponse(configs=[self.push.shown(c)
+                                                          for c in await store.list_push_configs(task_id)])
         await store.delete_push_config(task_id, req.id)
         return None
 
+    async def push_log(self, ctx: CallContext, task_id: str) -> dict[str, Any]:
+        """The delivery log of a task the caller owns (Parley's extension: `GET .../tasks/{id}/pushLog`)."""
+        if self.push is None:
+            raise PushNotificationNotSupportedError()
+        await self.engine.record(ctx.agent_id, ctx.owner, task_id)
+        notifications, attempts = await self.engine.store.push_log(task_id)
+        return push_log_json(task_id, notifications, attempts)
 
 def part_media_type(part: m.Part) -> str:
     """The media type a part carries (declared, or implied by its kind)."""

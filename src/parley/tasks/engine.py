@@ -45,6 +45,7 @@ from parley.tasks.store import (
     Lease,
     MessageKey,
     SequenceConflict,
+    StoredPushConfig,
     TaskLink,
     TaskQuery,
     TaskRecord,
@@ -71,6 +72,14 @@ Listener = Callable[[TaskRecord, list[Entry]], None]
 ChildCanceler = Callable[[TaskLink, str], Awaitable[None]]  # (link, owner of the parent task)
 
 
+def _for_task(push: StoredPushConfig | None, task_id: str) -> list[StoredPushConfig]:
+    """The push config a send registers, bound to its task."""
+    if push is None:
+        return []
+    push.config.task_id = task_id
+    return [push]
+
+
 def process_id() -> str:
     """A holder id for this process's leases: host, pid and a random suffix."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -84,15 +93,17 @@ class Effects:
     checkpoint: dict[str, Any] | None = None
     links: list[TaskLink] = field(default_factory=list)
     lease: Lease | None = None
+    push_configs: list[StoredPushConfig] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.message or self.checkpoint is not None or self.links or self.lease)
+        return bool(self.message or self.checkpoint is not None or self.links or self.lease or self.push_configs)
 
     def then(self, newer: Effects) -> Effects:
         """These effects followed by `newer` (for a commit that failed and is tried again with more)."""
         return Effects(message=newer.message or self.message,
                        checkpoint=newer.checkpoint if newer.checkpoint is not None else self.checkpoint,
-                       links=[*self.links, *newer.links], lease=newer.lease or self.lease)
+                       links=[*self.links, *newer.links], lease=newer.lease or self.lease,
+                       push_configs=[*self.push_configs, *newer.push_configs])
 
 
 @dataclass(eq=False)
@@ -173,6 +184,7 @@ class TaskEngine:
         self.sole = store.exclusive if sole is None else sole
         self.observers: list[Observer] = observers or []
         self.listeners: list[Listener] = []  # told of every appended batch (telemetry, metrics)
+        self.committed: list[Listener] = []  # told of every batch once it is committed (the push dispatcher)
         self.runs: dict[str, Run] = {}
         self._flushes: set[asyncio.Task] = set()
         self._background: set[asyncio.Task] = set()
@@ -271,7 +283,7 @@ class TaskEngine:
                 task_id=rec.task.id, expected_seq=run.committed_seq, entries=batch, snapshot=rec.task,
                 updated_at=rec.updated_at, message=effects.message, checkpoint=effects.checkpoint,
                 drop_checkpoint=run.has_checkpoint and is_terminal(state), links=effects.links,
-                lease=None if settled else effects.lease, release_lease=settled,
+                lease=None if settled else effects.lease, release_lease=settled, push_configs=effects.push_configs,
             )
             try:
                 await self.store.commit(commit)
@@ -283,6 +295,11 @@ class TaskEngine:
                 raise
             run.committed_seq = commit.last_seq
             if batch:
+                for listener in self.committed:
+                    try:
+                        listener(rec, batch)
+                    except Exception:  # a broken listener must not break tasks
+                        log.exception("commit listener %r failed", listener)
                 await self.bus.publish(rec.task.id, batch)
 
     def _flush_soon(self, run: Run) -> None:
@@ -316,8 +333,12 @@ class TaskEngine:
 
     # --- submitting ------------------------------------------------------------------------------
 
-    async def submit(self, agent_id: str, owner: str, req: m.SendMessageRequest) -> Submission:
+    async def submit(self, agent_id: str, owner: str, req: m.SendMessageRequest,
+                     push: StoredPushConfig | None = None) -> Submission:
         """Create or continue the task a message belongs to, and start its agent.
+
+        `push`: a webhook the send registers (its inline push config), stored in the commit that
+        creates or continues the task, so that it is told of every change from the first.
 
         A message naming a task is handled against that task (A2A 1.0 section 3.4.2),
         whatever its messageId was used for before. The same message sent again (same
@@ -333,10 +354,10 @@ class TaskEngine:
             rec = await self._visible(agent_id, owner, msg.task_id)
             if await self.store.find_message(key) == rec.task.id:
                 return self._duplicate(rec)
-            return await self._continue(agent, owner, req, rec, key)
+            return await self._continue(agent, owner, req, rec, key, push)
         # A new task: its commit inserts the key if absent, so a message sent again finds its task there
         # (no lookup first: most messages are new).
-        return await self._create(agent, owner, req, key)
+        return await self._create(agent, owner, req, key, push)
 
     def _duplicate(self, rec: TaskRecord) -> Submission:
         run = self.runs.get(rec.task.id)
@@ -344,7 +365,8 @@ class TaskEngine:
             rec = run.record
         return Submission(rec, run, Entry(rec.seq, rec.task), duplicate=True)
 
-    async def _create(self, agent: Agent, owner: str, req: m.SendMessageRequest, key: MessageKey) -> Submission:
+    async def _create(self, agent: Agent, owner: str, req: m.SendMessageRequest, key: MessageKey,
+                      push: StoredPushConfig | None = None) -> Submission:
         msg = req.message
         task_id = new_id()
         msg.task_id = task_id
@@ -360,7 +382,7 @@ class TaskEngine:
         first = Entry(1, task)
         earlier = await self._context_history(agent.id, owner, msg.context_id) if given_context else []
         try:
-            await self.store.create(rec, first, key, lease=self._new_lease())
+            await self.store.create(rec, first, key, lease=self._new_lease(), push_configs=_for_task(push, task_id))
         except DuplicateMessage as dup:  # the same message, sent twice at once: one task
             return self._duplicate(await self._visible(agent.id, owner, dup.task_id))
         run = Run(rec, Turn(task_id, msg.context_id), committed_seq=1)
@@ -385,7 +407,7 @@ class TaskEngine:
         return messages
 
     async def _continue(self, agent: Agent, owner: str, req: m.SendMessageRequest, rec: TaskRecord,
-                        key: MessageKey) -> Submission:
+                        key: MessageKey, push: StoredPushConfig | None = None) -> Submission:
         msg = req.message
         state = rec.task.status.state
         if msg.context_id and msg.context_id != rec.task.context_id:
@@ -412,6 +434,7 @@ class TaskEngine:
         self.runs[rec.task.id] = run  # reserved: a second message now finds the task busy
         run.effects.message = key
         run.effects.lease = self._new_lease()
+        run.effects.push_configs = _for_task(push, rec.task.id)
         try:
             await self._append(run, [msg, run.turn.status(m.TaskState.WORKING)], now=True)
         except DuplicateMessage as dup:

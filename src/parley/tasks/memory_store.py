@@ -8,6 +8,7 @@ mutates a snapshot once committed (it folds into a fresh copy, see
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 from parley.protocol import models as m
@@ -15,10 +16,13 @@ from parley.tasks.log import Entry
 from parley.tasks.store import (
     Change,
     Commit,
+    DeliveryAttempt,
     DuplicateMessage,
     Lease,
     MessageKey,
+    Notification,
     SequenceConflict,
+    StoredPushConfig,
     TaskLink,
     TaskPage,
     TaskQuery,
@@ -41,7 +45,9 @@ class MemoryTaskStore(TaskStore):
         self._tasks: dict[str, TaskRecord] = {}
         self._logs: dict[str, list[Entry]] = {}
         self._messages: dict[MessageKey, str] = {}
-        self._push: dict[str, dict[str, m.TaskPushNotificationConfig]] = {}
+        self._push: dict[str, dict[str, StoredPushConfig]] = {}
+        self._outbox: list[Notification] = []  # by id - 1
+        self._attempts: dict[int, list[DeliveryAttempt]] = {}
         self._checkpoints: dict[str, dict[str, Any]] = {}
         self._links: dict[str, list[TaskLink]] = {}
         self._leases: dict[str, Lease] = {}
@@ -78,6 +84,10 @@ class MemoryTaskStore(TaskStore):
             links = self._links.setdefault(link.parent_task_id, [])
             if not any(k.child_url == link.child_url and k.child_task_id == link.child_task_id for k in links):
                 links.append(link)
+        for stored in c.push_configs:  # before the entries notify
+            self._push.setdefault(c.task_id, {})[stored.config.id] = stored
+        if self._push.get(c.task_id):
+            self._enqueue(c.task_id, c.entries)
         if c.lease is not None:
             self._leases[c.task_id] = c.lease
         elif c.release_lease:
@@ -140,15 +150,73 @@ class MemoryTaskStore(TaskStore):
     async def changes_after(self, position: int, limit: int = 1000) -> list[Change]:
         return self._changes[max(position, 0): max(position, 0) + limit]
 
-    async def put_push_config(self, config: m.TaskPushNotificationConfig) -> None:
-        self._push.setdefault(config.task_id, {})[config.id] = config
+    async def put_push_config(self, config: m.TaskPushNotificationConfig | StoredPushConfig) -> None:
+        stored = config if isinstance(config, StoredPushConfig) else StoredPushConfig(config)
+        self._push.setdefault(stored.config.task_id, {})[stored.config.id] = stored
 
     async def get_push_config(self, task_id: str, config_id: str) -> m.TaskPushNotificationConfig | None:
-        return self._push.get(task_id, {}).get(config_id)
+        stored = self._push.get(task_id, {}).get(config_id)
+        return stored.config if stored is not None else None
 
     async def list_push_configs(self, task_id: str) -> list[m.TaskPushNotificationConfig]:
-        return list(self._push.get(task_id, {}).values())
+        return [s.config for _, s in sorted(self._push.get(task_id, {}).items())]
 
     async def delete_push_config(self, task_id: str, config_id: str) -> bool:
-        return self._push.get(task_id, {}).pop(config_id, None) is not None
+        found = self._push.get(task_id, {}).pop(config_id, None) is not None
+        self._settle_lane(task_id, config_id, "dropped", time.time())
+        return found
+
+    async def push_target(self, task_id: str, config_id: str) -> StoredPushConfig | None:
+        stored = self._push.get(task_id, {}).get(config_id)
+        return dataclasses.replace(stored) if stored is not None else None
+
+    async def disable_push_config(self, task_id: str, config_id: str, at: float) -> None:
+        stored = self._push.get(task_id, {}).get(config_id)
+        if stored is not None:
+            stored.disabled_at = at
+        self._settle_lane(task_id, config_id, "disabled", at)
+
+    async def due_notifications(self, now: float, limit: int, busy: set[tuple[str, str]]) -> list[Notification]:
+        heads: dict[tuple[str, str], Notification] = {}
+        for n in self._outbox:
+            if n.state == "pending":
+                heads.setdefault((n.task_id, n.config_id), n)
+        due = [n for lane, n in heads.items() if lane not in busy and n.next_at <= now]
+        due.sort(key=lambda n: (n.next_at, n.id))
+        return [dataclasses.replace(n) for n in due[:limit]]
+
+    async def next_notification_at(self, busy: set[tuple[str, str]]) -> float | None:
+        heads: dict[tuple[str, str], Notification] = {}
+        for n in self._outbox:
+            if n.state == "pending":
+                heads.setdefault((n.task_id, n.config_id), n)
+        return min((n.next_at for lane, n in heads.items() if lane not in busy), default=None)
+
+    async def record_attempt(self, attempt: DeliveryAttempt, notification: Notification) -> None:
+        current = self._outbox[notification.id - 1]
+        self._attempts.setdefault(notification.id, []).append(attempt)
+        if current.state == "pending":
+            self._outbox[notification.id - 1] = dataclasses.replace(notification)
+
+    async def push_log(self, task_id: str) -> tuple[list[Notification], list[DeliveryAttempt]]:
+        notifications = [dataclasses.replace(n) for n in self._outbox if n.task_id == task_id]
+        attempts = [a for n in notifications for a in self._attempts.get(n.id, [])]
+        return notifications, attempts
+
+    def _enqueue(self, task_id: str, entries: list[Entry]) -> None:
+        """The outbox rows of committed entries (what the SQLite store's trigger does)."""
+        now = time.time()
+        for entry in entries:
+            kind = entry.kind
+            if kind not in ("status", "artifact"):
+                continue
+            for config_id, stored in sorted(self._push.get(task_id, {}).items()):
+                if stored.disabled_at is None and (kind == "status" or stored.artifacts):
+                    self._outbox.append(Notification(len(self._outbox) + 1, task_id, config_id, entry.seq, kind,
+                                                     now, next_at=now))
+
+    def _settle_lane(self, task_id: str, config_id: str, state: str, at: float) -> None:
+        for n in self._outbox:
+            if n.task_id == task_id and n.config_id == config_id and n.state == "pending":
+                n.state, n.done_at = state, at
 

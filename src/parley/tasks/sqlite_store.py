@@ -31,10 +31,13 @@ from parley.tasks.log import Entry
 from parley.tasks.store import (
     Change,
     Commit,
+    DeliveryAttempt,
     DuplicateMessage,
     Lease,
     MessageKey,
+    Notification,
     SequenceConflict,
+    StoredPushConfig,
     StoreError,
     TaskLink,
     TaskPage,
@@ -44,7 +47,7 @@ from parley.tasks.store import (
     check_commit,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _UNFINISHED_SQL = f"('{m.TaskState.SUBMITTED.value}', '{m.TaskState.WORKING.value}')"  # what recovery takes over
 _MESSAGE_IDS = """(
     agent_id TEXT NOT NULL,
@@ -65,6 +68,38 @@ _CHANGES = """(
     state TEXT NOT NULL,
     at REAL NOT NULL
 )"""
+# Schema 3: push notifications. The outbox is filled by a trigger on the log, in the transaction of
+# the commit that appends the entry; the dispatcher (parley.push.dispatcher) drains it.
+_PUSH_OUTBOX = """
+CREATE TABLE IF NOT EXISTS push_outbox (
+    id INTEGER PRIMARY KEY,
+    task_id TEXT NOT NULL,
+    config_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    next_at REAL NOT NULL,
+    state TEXT NOT NULL DEFAULT 'pending',
+    last_status INTEGER,
+    last_error TEXT,
+    done_at REAL
+);
+CREATE INDEX IF NOT EXISTS push_pending ON push_outbox (task_id, config_id, id) WHERE state = 'pending';
+CREATE INDEX IF NOT EXISTS push_by_task ON push_outbox (task_id, id);
+CREATE TABLE IF NOT EXISTS push_attempts (
+    notification_id INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    at REAL NOT NULL,
+    status INTEGER,
+    error TEXT,
+    duration REAL NOT NULL,
+    outcome TEXT NOT NULL,
+    next_at REAL,
+    PRIMARY KEY (notification_id, attempt)
+) WITHOUT ROWID
+"""
+_NOW = "((julianday('now') - 2440587.5) * 86400.0)"  # seconds since the epoch, in SQL
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS tasks (
     id TEXT PRIMARY KEY,
@@ -106,13 +141,24 @@ CREATE TABLE IF NOT EXISTS push_configs (
     task_id TEXT NOT NULL,
     id TEXT NOT NULL,
     config BLOB NOT NULL,
+    version TEXT NOT NULL DEFAULT '1.0',
+    artifacts INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL DEFAULT 0,
+    disabled_at REAL,
     PRIMARY KEY (task_id, id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS changes {_CHANGES};
+{_PUSH_OUTBOX}
 """
 # Every commit writes the task row (INSERT or an UPDATE that sets seq): the change feed follows from it,
 # in the same transaction, without a statement of its own. Trigger bodies hold ';': run whole.
 TRIGGERS = [
+    f"""CREATE TRIGGER IF NOT EXISTS push_enqueue AFTER INSERT ON events
+    WHEN NEW.kind IN ('status', 'artifact') BEGIN
+        INSERT INTO push_outbox (task_id, config_id, seq, kind, created_at, next_at)
+        SELECT NEW.task_id, c.id, NEW.seq, NEW.kind, {_NOW}, {_NOW} FROM push_configs c
+        WHERE c.task_id = NEW.task_id AND c.disabled_at IS NULL AND (NEW.kind = 'status' OR c.artifacts = 1);
+    END""",
     """CREATE TRIGGER IF NOT EXISTS task_created AFTER INSERT ON tasks BEGIN
         INSERT INTO changes (task_id, agent_id, owner, seq, state, at)
         VALUES (NEW.id, NEW.agent_id, NEW.owner, NEW.seq, NEW.state, NEW.updated_at);
@@ -122,6 +168,14 @@ TRIGGERS = [
         VALUES (NEW.id, NEW.agent_id, NEW.owner, NEW.seq, NEW.state, NEW.updated_at);
     END""",
 ]
+
+# Schema 2 -> 3: push configs carry their version and options (the outbox tables are new).
+MIGRATE_2_TO_3 = """
+ALTER TABLE push_configs ADD COLUMN version TEXT NOT NULL DEFAULT '1.0';
+ALTER TABLE push_configs ADD COLUMN artifacts INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE push_configs ADD COLUMN created_at REAL NOT NULL DEFAULT 0;
+ALTER TABLE push_configs ADD COLUMN disabled_at REAL;
+"""
 
 # Schema 1 (Parley 0.1 before leases) -> 2: run leases, content-aware message keys, the change feed.
 MIGRATE_1_TO_2 = f"""
@@ -147,6 +201,13 @@ _enc = msgspec.json.Encoder()
 _task_dec = msgspec.json.Decoder(m.Task)
 _decoders = {k: msgspec.json.Decoder(t) for k, t in _KINDS.items()}
 _push_dec = msgspec.json.Decoder(m.TaskPushNotificationConfig)
+_NOTIFICATION = ("o.id, o.task_id, o.config_id, o.seq, o.kind, o.created_at, o.attempts, o.next_at, o.state, "
+                 "o.last_status, o.last_error, o.done_at")
+
+
+def _push_row(p: StoredPushConfig) -> tuple:
+    c = p.config
+    return (c.task_id, c.id, _enc.encode(c), p.version, int(p.artifacts), p.created_at, p.disabled_at)
 
 
 class SqliteTaskStore(TaskStore):
@@ -193,6 +254,11 @@ class SqliteTaskStore(TaskStore):
                 for statement in MIGRATE_1_TO_2.split(";"):
                     if statement.strip():
                         db.execute(statement)
+            if has_tasks and version < 3:
+                for statement in MIGRATE_2_TO_3.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+            if has_tasks and version < SCHEMA_VERSION:
                 log.warning("migrated the task database %s to schema %d", self.path, SCHEMA_VERSION)
             for statement in [*SCHEMA.split(";"), *TRIGGERS]:
                 if statement.strip():
@@ -247,6 +313,9 @@ class SqliteTaskStore(TaskStore):
                                  (k.agent_id, k.owner, k.message_id, k.fingerprint, c.task_id))
                 if cur.rowcount != 1:
                     raise DuplicateMessage(self._message(k) or "?")
+            if c.push_configs:  # before the entries: the outbox trigger reads them
+                db.executemany("INSERT OR REPLACE INTO push_configs VALUES (?,?,?,?,?,?,?)",
+                               [_push_row(p) for p in c.push_configs])
             db.executemany("INSERT INTO events VALUES (?,?,?,?)", rows)
             if c.checkpoint is not None:
                 db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?,?)", (c.task_id, _enc.encode(c.checkpoint)))
@@ -389,13 +458,12 @@ class SqliteTaskStore(TaskStore):
                                  f"WHERE id IN ({','.join('?' * len(batch))})", [holder, expires_at, *batch])
         return [self._record(r[1:]) for r in rows]
 
-    # --- push configs ----------------------------------------------------------------------------
+    # --- push configs and the outbox --------------------------------------------------------------
 
-    async def put_push_config(self, config: m.TaskPushNotificationConfig) -> None:
+    async def put_push_config(self, config: m.TaskPushNotificationConfig | StoredPushConfig) -> None:
+        stored = config if isinstance(config, StoredPushConfig) else StoredPushConfig(config)
         with self._db:
-            self._db.execute(
-                "INSERT OR REPLACE INTO push_configs VALUES (?,?,?)", (config.task_id, config.id, _enc.encode(config))
-            )
+            self._db.execute("INSERT OR REPLACE INTO push_configs VALUES (?,?,?,?,?,?,?)", _push_row(stored))
 
     async def get_push_config(self, task_id: str, config_id: str) -> m.TaskPushNotificationConfig | None:
         row = self._db.execute(
@@ -409,8 +477,63 @@ class SqliteTaskStore(TaskStore):
 
     async def delete_push_config(self, task_id: str, config_id: str) -> bool:
         with self._db:
+            self._db.execute("BEGIN")
             cur = self._db.execute("DELETE FROM push_configs WHERE task_id=? AND id=?", (task_id, config_id))
+            self._db.execute(f"UPDATE push_outbox SET state='dropped', done_at={_NOW} "
+                             "WHERE task_id=? AND config_id=? AND state='pending'", (task_id, config_id))
         return cur.rowcount > 0
+
+    async def push_target(self, task_id: str, config_id: str) -> StoredPushConfig | None:
+        row = self._db.execute(
+            "SELECT config, version, artifacts, created_at, disabled_at FROM push_configs WHERE task_id=? AND id=?",
+            (task_id, config_id)).fetchone()
+        if row is None:
+            return None
+        return StoredPushConfig(_push_dec.decode(row[0]), row[1], bool(row[2]), row[3], row[4])
+
+    async def disable_push_config(self, task_id: str, config_id: str, at: float) -> None:
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("UPDATE push_configs SET disabled_at=? WHERE task_id=? AND id=?", (at, task_id, config_id))
+            self._db.execute("UPDATE push_outbox SET state='disabled', done_at=? "
+                             "WHERE task_id=? AND config_id=? AND state='pending'", (at, task_id, config_id))
+
+    async def due_notifications(self, now: float, limit: int, busy: set[tuple[str, str]]) -> list[Notification]:
+        # The oldest pending row of each (task, config) lane; it is due when its next_at has come.
+        rows = self._db.execute(
+            f"SELECT {_NOTIFICATION} FROM push_outbox o WHERE o.state='pending' AND o.id = ("
+            "  SELECT min(p.id) FROM push_outbox p WHERE p.task_id=o.task_id AND p.config_id=o.config_id"
+            "  AND p.state='pending') AND o.next_at <= ? ORDER BY o.next_at, o.id LIMIT ?",
+            (now, limit + len(busy))).fetchall()
+        out = [Notification(*r) for r in rows]
+        return [n for n in out if (n.task_id, n.config_id) not in busy][:limit]
+
+    async def next_notification_at(self, busy: set[tuple[str, str]]) -> float | None:
+        rows = self._db.execute(
+            "SELECT o.task_id, o.config_id, o.next_at FROM push_outbox o WHERE o.state='pending' AND o.id = ("
+            "  SELECT min(p.id) FROM push_outbox p WHERE p.task_id=o.task_id AND p.config_id=o.config_id"
+            "  AND p.state='pending') ORDER BY o.next_at LIMIT ?", (len(busy) + 1,)).fetchall()
+        return next((at for task_id, config_id, at in rows if (task_id, config_id) not in busy), None)
+
+    async def record_attempt(self, attempt: DeliveryAttempt, notification: Notification) -> None:
+        a, n = attempt, notification
+        with self._db:
+            self._db.execute("BEGIN")
+            self._db.execute("INSERT OR REPLACE INTO push_attempts VALUES (?,?,?,?,?,?,?,?)",
+                             (a.notification_id, a.attempt, a.at, a.status, a.error, a.duration, a.outcome,
+                              a.next_at))
+            self._db.execute("UPDATE push_outbox SET attempts=?, next_at=?, state=?, last_status=?, last_error=?, "
+                             "done_at=? WHERE id=? AND state='pending'",
+                             (n.attempts, n.next_at, n.state, n.last_status, n.last_error, n.done_at, n.id))
+
+    async def push_log(self, task_id: str) -> tuple[list[Notification], list[DeliveryAttempt]]:
+        rows = self._db.execute(f"SELECT {_NOTIFICATION} FROM push_outbox o WHERE o.task_id=? ORDER BY o.id",
+                                (task_id,)).fetchall()
+        notifications = [Notification(*r) for r in rows]
+        attempts = self._db.execute(
+            "SELECT a.* FROM push_attempts a JOIN push_outbox o ON o.id = a.notification_id "
+            "WHERE o.task_id=? ORDER BY a.notification_id, a.attempt", (task_id,)).fetchall()
+        return notifications, [DeliveryAttempt(*r) for r in attempts]
 
     async def close(self) -> None:
         if self._checkpointer is not None:

@@ -107,6 +107,56 @@ class TaskLink:
 
 
 @dataclass(slots=True)
+class StoredPushConfig:
+    """A push-notification config as stored: the config (its secrets as the store keeps them, possibly
+    encrypted), the protocol version its client spoke (the notifications' format) and delivery options."""
+
+    config: m.TaskPushNotificationConfig
+    version: str = "1.0"
+    artifacts: bool = False  # also notify artifact updates
+    created_at: float = 0.0
+    disabled_at: float | None = None  # the webhook answered 410 Gone: nothing more is sent
+
+
+@dataclass(slots=True)
+class Notification:
+    """One row of the push outbox: a log entry of a task to deliver to one of its webhooks.
+
+    Written in the same transaction as the entry (a status update, or an artifact update when the
+    config asks for them), so a committed change is never without its notifications.
+    `state`: pending, delivered, dead (attempts or age exhausted, or refused), disabled (410 Gone),
+    dropped (the config was deleted first).
+    """
+
+    id: int
+    task_id: str
+    config_id: str
+    seq: int
+    kind: str
+    created_at: float
+    attempts: int = 0
+    next_at: float = 0.0
+    state: str = "pending"
+    last_status: int | None = None
+    last_error: str | None = None
+    done_at: float | None = None
+
+
+@dataclass(slots=True)
+class DeliveryAttempt:
+    """One POST of a notification to a webhook, for the delivery log."""
+
+    notification_id: int
+    attempt: int
+    at: float
+    status: int | None  # the HTTP status, None when no answer came (connection error, timeout, refused URL)
+    error: str | None
+    duration: float
+    outcome: str  # delivered | retry | dead | disabled
+    next_at: float | None = None  # when the next attempt is due (outcome retry)
+
+
+@dataclass(slots=True)
 class Commit:
     """One atomic write: entries after `expected_seq`, the snapshot they fold into, and their side effects.
 
@@ -129,6 +179,7 @@ class Commit:
     links: list[TaskLink] = field(default_factory=list)
     lease: Lease | None = None
     release_lease: bool = False
+    push_configs: list[StoredPushConfig] = field(default_factory=list)  # registered before the entries: they notify
 
     @property
     def last_seq(self) -> int:
@@ -288,8 +339,36 @@ class TaskStore(ABC):
         """The change feed after `position`, oldest first, at most `limit` rows."""
 
     @abstractmethod
-    async def put_push_config(self, config: m.TaskPushNotificationConfig) -> None:
+    async def put_push_config(self, config: m.TaskPushNotificationConfig | StoredPushConfig) -> None:
         """Create or replace a push config (keyed by task id and config id)."""
+
+    @abstractmethod
+    async def push_target(self, task_id: str, config_id: str) -> StoredPushConfig | None:
+        """A push config with its version and options (the dispatcher's view), or None."""
+
+    @abstractmethod
+    async def disable_push_config(self, task_id: str, config_id: str, at: float) -> None:
+        """Stop notifying a config (its webhook answered 410 Gone): its pending notifications become
+        `disabled`, and later entries enqueue nothing for it."""
+
+    @abstractmethod
+    async def due_notifications(self, now: float, limit: int, busy: set[tuple[str, str]]) -> list[Notification]:
+        """Pending notifications due at `now`, at most `limit`: for each (task, config) only the oldest
+        pending one (per-webhook order), and none of the (task, config) lanes in `busy`."""
+
+    @abstractmethod
+    async def next_notification_at(self, busy: set[tuple[str, str]]) -> float | None:
+        """When the next notification that could be sent is due: the earliest `next_at` of the oldest
+        pending notification of each (task, config) lane not in `busy`; None when there is none."""
+
+    @abstractmethod
+    async def record_attempt(self, attempt: DeliveryAttempt, notification: Notification) -> None:
+        """Store one attempt in the delivery log and the notification's new state (`notification`, as
+        updated by the dispatcher), in one transaction."""
+
+    @abstractmethod
+    async def push_log(self, task_id: str) -> tuple[list[Notification], list[DeliveryAttempt]]:
+        """A task's notifications (oldest first) and their attempts: its delivery log."""
 
     @abstractmethod
     async def get_push_config(self, task_id: str, config_id: str) -> m.TaskPushNotificationConfig | None:
@@ -309,11 +388,11 @@ class TaskStore(ABC):
     # --- conveniences over commit() --------------------------------------------------------------
 
     async def create(self, record: TaskRecord, first: Entry, message: MessageKey | None = None,
-                     lease: Lease | None = None) -> None:
-        """Store a new task with its first log entry (the task itself) and its idempotency key."""
+                     lease: Lease | None = None, push_configs: list[StoredPushConfig] | None = None) -> None:
+        """Store a new task with its first log entry (the task itself), its idempotency key and webhooks."""
         await self.commit(Commit(task_id=record.task.id, expected_seq=0, entries=[first],
                                         snapshot=record.task, updated_at=record.updated_at, record=record,
-                                        message=message, lease=lease))
+                                        message=message, lease=lease, push_configs=push_configs or []))
 
     async def append(self, task_id: str, expected_seq: int, entries: list[Entry], snapshot: m.Task,
                      updated_at: float) -> None:

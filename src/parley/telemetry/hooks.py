@@ -37,6 +37,17 @@ def enabled() -> bool:
 # --- the server ------------------------------------------------------------------------------
 
 
+def push_attempt(outcome: str, agent_id: str | None, latency: float | None = None) -> None:
+    """A webhook delivery was tried (parley.push.dispatcher): count it; `latency` when it was delivered."""
+    active = setup._active
+    if active is None:
+        return
+    attrs = {"outcome": outcome, "a2a.agent.id": agent_id or ""}
+    active.metrics.push_attempts.add(1, attrs)
+    if latency is not None:
+        active.metrics.push_latency.record(latency, {"a2a.agent.id": agent_id or ""})
+
+
 def instrument(starlette: Any, server: Any) -> None:
     """Add the request middleware and the engine's listener and observer (when telemetry is on)."""
     if not enabled():

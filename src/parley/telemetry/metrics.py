@@ -7,6 +7,9 @@
     a2a.server.sse.subscribers   up-down counter: open SSE streams, by binding and agent
     gen_ai.client.token.usage    histogram      tokens per model call, by gen_ai.token.type (input/output)
     gen_ai.client.operation.duration histogram (s)  model call duration
+    a2a.server.push.attempts     counter        webhook deliveries tried, by outcome (delivered, retry, dead,
+                                                disabled) and agent
+    a2a.server.push.latency      histogram (s)  from the change to its delivery (delivered notifications)
 """
 
 from __future__ import annotations
@@ -43,6 +46,11 @@ class Metrics:
             explicit_bucket_boundaries_advisory=TOKEN_BUCKETS)
         self.operation_duration = meter.create_histogram(
             "gen_ai.client.operation.duration", unit="s", description="Duration of a model call",
+            explicit_bucket_boundaries_advisory=DURATION_BUCKETS)
+        self.push_attempts = meter.create_counter(
+            "a2a.server.push.attempts", unit="{attempt}", description="Push-notification deliveries tried, by outcome")
+        self.push_latency = meter.create_histogram(
+            "a2a.server.push.latency", unit="s", description="Time from a task change to its webhook's 2xx",
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS)
         self._engines: weakref.WeakSet[Any] = weakref.WeakSet()
         self._lock = threading.Lock()

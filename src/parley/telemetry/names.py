@@ -14,6 +14,7 @@ METHOD_NAMES: dict[Operation, str] = {
     **v1_0.METHOD_OF,
     Operation.CARD: "GetAgentCard",  # 0.3 HTTP+JSON GET /v1/card
     Operation.TRACE: "GetTaskTrace",  # Parley's trace endpoint
+    Operation.PUSH_LOG: "GetTaskPushLog",  # Parley's push delivery log
 }
 
 

@@ -1,0 +1,1 @@
+"""Push notifications: webhook configs, a durable outbox, delivery with retries, signatures, SSRF guard."""

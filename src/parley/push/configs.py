@@ -1,0 +1,54 @@
+"""Registering a webhook: the checks a push config passes before it is stored, and what is shown back.
+
+Used by the service for the push-config methods of both versions and for the inline config of a send
+(A2A 1.0 sections 3.1.7-3.1.10 and 4.3.1): the URL is checked against SSRF rules (an unsafe URL is
+-32602 at once, not a silent failure later), the config gets an id when it has none, its secrets are
+sealed, and it records the protocol version its client spoke, which decides the notifications'
+format. Answers never carry the secrets (:func:`parley.push.secrets.redact`).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+
+import msgspec
+
+from parley.protocol import models as m
+from parley.protocol.errors import InvalidParamsError
+from parley.push.secrets import SecretBox, redact
+from parley.push.ssrf import UrlGuard
+from parley.settings import PushSettings
+from parley.tasks.store import StoredPushConfig
+
+MAX_CONFIGS_PER_TASK = 16
+
+
+class PushConfigs:
+    """Prepares push configs for the store, by the settings' rules."""
+
+    def __init__(self, settings: PushSettings, guard: UrlGuard, box: SecretBox,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.settings = settings
+        self.guard = guard
+        self.box = box
+        self.clock = clock
+
+    async def prepare(self, config: m.TaskPushNotificationConfig, version: str) -> StoredPushConfig:
+        """Check a config a client sent and make it storable (InvalidParamsError names what is wrong)."""
+        await self.guard.check(config.url)
+        auth = config.authentication
+        if auth is not None and not auth.scheme.strip():
+            raise InvalidParamsError("Invalid params: `authentication.scheme` must not be empty")
+        sealed = self.box.seal(msgspec.structs.replace(config, id=config.id or str(uuid.uuid4())))
+        return StoredPushConfig(sealed, version=version, artifacts=self.settings.artifact_updates,
+                                created_at=self.clock())
+
+    @staticmethod
+    def shown(config: m.TaskPushNotificationConfig) -> m.TaskPushNotificationConfig:
+        """A stored config as an answer shows it: its secrets left out."""
+        return redact(config)
+
+
+__all__ = ["MAX_CONFIGS_PER_TASK", "PushConfigs"]

@@ -1,0 +1,157 @@
+"""Webhook URLs that cannot be turned against the server's own network (SSRF).
+
+A push-notification URL comes from a client, and the server POSTs to it: without checks a client
+could make the server call its loopback admin ports, the cloud metadata service or the private
+network. :class:`UrlGuard` checks a URL twice, when it is registered and again at every delivery:
+
+* only `http` and `https`, a host, no user name or password in the URL;
+* the host is resolved, and *every* address it resolves to must be public: loopback, private
+  (RFC 1918, unique-local), link-local (169.254/16 holds the cloud metadata services), carrier-grade
+  NAT, multicast, reserved, unspecified and IPv4-mapped forms of those are refused, unless an
+  allowlist entry (`[push] allow`, `parley serve --push-allow CIDR`) contains the address;
+* the connection then goes to the address that was checked (:class:`Target`), with the original
+  host name in `Host` and in TLS SNI and certificate checks, so DNS cannot change its answer between
+  the check and the connection (no rebinding window).
+
+A2A 1.0 section 13.2 (agents SHOULD validate webhook URLs to prevent SSRF).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+from parley.protocol.errors import InvalidParamsError
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+# Not covered by `is_global` / `is_private` in every Python version, or worth naming explicitly.
+_ALWAYS_REFUSED = [ipaddress.ip_network(n) for n in (
+    "0.0.0.0/8", "100.64.0.0/10", "169.254.0.0/16", "192.0.0.0/24", "198.18.0.0/15", "224.0.0.0/4",
+    "240.0.0.0/4", "::/128", "::1/128", "fe80::/10", "fc00::/7", "ff00::/8", "64:ff9b:1::/48",
+)]
+METADATA_HOSTS = frozenset({"metadata.google.internal", "metadata", "instance-data"})
+
+
+class UnsafeUrl(InvalidParamsError):
+    """A webhook URL the guard refuses (JSON-RPC -32602 when registered; a failed attempt at delivery)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where to connect for a checked URL: `url` names the pinned address, `host` the original name."""
+
+    url: str  # the URL with the host replaced by the checked address
+    host: str  # the original host name: the Host header, TLS SNI and certificate name
+    address: str
+
+
+def parse_allow(entries: Iterable[str]) -> list[Network]:
+    """Allowlist entries (CIDRs or single addresses) as networks; ValueError naming a bad one."""
+    out: list[Network] = []
+    for entry in entries:
+        try:
+            out.append(ipaddress.ip_network(entry.strip(), strict=False))
+        except ValueError:
+            raise ValueError(f"push allow entry {entry!r} is not an IP address or CIDR network") from None
+    return out
+
+
+class UrlGuard:
+    """Checks webhook URLs and pins their addresses.
+
+    Args:
+        allow: networks whose addresses are accepted even when they are not public (the tests allow
+            127.0.0.1; a deployment may allow its own private webhook receivers).
+        resolve: `host -> addresses` (default: the system resolver, off the event loop).
+    """
+
+    def __init__(self, allow: Iterable[Network] = (), *, resolve=None) -> None:
+        self.allow = list(allow)
+        self._resolve = resolve or _system_resolve
+
+    def check_syntax(self, url: str) -> tuple[str, str, int]:
+        """(scheme, host, port) of an acceptable URL, before any resolution; UnsafeUrl otherwise."""
+        try:
+            parts = urlsplit(url)
+            port = parts.port
+        except ValueError as exc:
+            raise UnsafeUrl(f"Invalid params: webhook URL {url[:200]!r} is not a valid URL ({exc})") from None
+        if parts.scheme not in ("http", "https"):
+            raise UnsafeUrl(f"Invalid params: webhook URL must be http or https, got {parts.scheme or 'none'!r}")
+        if parts.username is not None or parts.password is not None:
+            raise UnsafeUrl("Invalid params: webhook URL must not carry credentials (use `authentication`)")
+        host = parts.hostname
+        if not host:
+            raise UnsafeUrl(f"Invalid params: webhook URL {url[:200]!r} has no host")
+        if host.rstrip(".").lower() in METADATA_HOSTS:
+            raise UnsafeUrl(f"Invalid params: webhook host {host!r} is a cloud metadata service")
+        return parts.scheme, host, port or (443 if parts.scheme == "https" else 80)
+
+    async def check(self, url: str) -> Target:
+        """Check `url` and resolve it; the Target to connect to. UnsafeUrl names the refused address."""
+        scheme, host, port = self.check_syntax(url)
+        try:
+            literal: Address | None = ipaddress.ip_address(host)
+        except ValueError:
+            literal = None
+        addresses = [literal] if literal is not None else await self._addresses(host, port)
+        if not addresses:
+            raise UnsafeUrl(f"Invalid params: webhook host {host!r} does not resolve")
+        for address in addresses:
+            self.refuse_if_unsafe(address, host)
+        chosen = addresses[0]
+        parts = urlsplit(url)
+        shown = f"[{chosen}]" if chosen.version == 6 else str(chosen)
+        netloc = f"{shown}:{parts.port}" if parts.port else shown
+        return Target(urlunsplit((scheme, netloc, parts.path or "/", parts.query, "")), host, str(chosen))
+
+    def refuse_if_unsafe(self, address: Address, host: str) -> None:
+        """Raise UnsafeUrl unless `address` is public or allowlisted."""
+        if any(address in net for net in self.allow):
+            return
+        mapped = getattr(address, "ipv4_mapped", None)
+        if mapped is not None:
+            address = mapped
+        if not address.is_global or any(address in net for net in _ALWAYS_REFUSED if net.version == address.version):
+            raise UnsafeUrl(f"Invalid params: webhook host {host!r} resolves to {address}, a "
+                            f"{_kind(address)} address; allow it with [push] allow or --push-allow")
+
+    async def _addresses(self, host: str, port: int) -> list[Address]:
+        try:
+            found = await self._resolve(host, port)
+        except OSError as exc:
+            raise UnsafeUrl(f"Invalid params: webhook host {host!r} does not resolve ({exc})") from None
+        out: list[Address] = []
+        for value in found:
+            address = ipaddress.ip_address(value.split("%", 1)[0])
+            if address not in out:
+                out.append(address)
+        return out
+
+
+async def _system_resolve(host: str, port: int) -> list[str]:
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [info[4][0] for info in infos]
+
+
+def _kind(address: Address) -> str:
+    if address.is_loopback:
+        return "loopback"
+    if address.is_link_local:
+        return "link-local"
+    if address.is_multicast:
+        return "multicast"
+    if address.is_unspecified:
+        return "unspecified"
+    if address.is_private:
+        return "private"
+    return "non-public"
+
+
+__all__ = ["METADATA_HOSTS", "Target", "UnsafeUrl", "UrlGuard", "parse_allow"]
