@@ -79,6 +79,12 @@ async def abort(context: grpc.aio.ServicerContext, error: A2AError) -> None:
                         trailing_metadata=((STATUS_DETAILS_KEY, status_details(error)), *extra))
 
 
+def _send_headers(context: grpc.aio.ServicerContext, headers: dict[str, str] | None) -> None:
+    """The access steps' response headers (RateLimit, RateLimit-Policy) as the call's trailing metadata."""
+    if headers:
+        context.set_trailing_metadata(tuple((k.lower(), v) for k, v in headers.items()))
+
+
 def credentials_of(context: grpc.aio.ServicerContext) -> Credentials:
     """What a gRPC call presents to the authenticator: its metadata (text entries) and the peer."""
     headers: dict[str, str] = {}
@@ -176,6 +182,7 @@ class ParleyA2AServicer(a2a_pb2_grpc.A2AServiceServicer):
     async def _unary(self, op: Operation, request: Any, context: grpc.aio.ServicerContext) -> Any:
         try:
             outcome = await self.pipeline.serve("GRPC", credentials_of(context), self._decoder(op, request, context))
+            _send_headers(context, outcome.headers)
             return convert.encode_result(op, outcome.result)
         except A2AError as exc:
             await abort(context, exc)
@@ -190,6 +197,7 @@ class ParleyA2AServicer(a2a_pb2_grpc.A2AServiceServicer):
             outcome = await self.pipeline.serve("GRPC", credentials_of(context), self._decoder(op, request, context))
             events = outcome.events
             assert events is not None
+            _send_headers(context, outcome.headers)
             async for entry in events:
                 yield convert.encode_event(entry.event)
         except A2AError as exc:

@@ -423,11 +423,13 @@ class TaskEngine:
             raise UnsupportedOperationError(
                 f"Task {rec.task.id} is still {state_name(state)}; send a message when it asks for input"
             )
-        held = len(rec.task.history or [])
-        if self.max_history is not None and held >= self.max_history:
+        # The agent's question (the status message) joins the history with the answer: both count.
+        held = len(rec.task.history or []) + (1 if rec.task.status.message is not None else 0)
+        if self.max_history is not None and held + 1 > self.max_history:
             raise InvalidParamsError(
-                f"Invalid params: task {rec.task.id} holds {held} messages, the limit "
-                f"(limits.max_history_length); start a new task in the same context"
+                f"Invalid params: task {rec.task.id} holds {len(rec.task.history or [])} messages, and this one "
+                f"would bring it to {held + 1}, over the limit of {self.max_history} (limits.max_history_length); "
+                f"start a new task in the same context"
             )
         msg.context_id = rec.task.context_id
         run = Run(rec, Turn(rec.task.id, rec.task.context_id), committed_seq=rec.seq)
