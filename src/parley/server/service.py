@@ -180,7 +180,19 @@ class A2AService:
             return None
         if self.push is None:
             raise PushNotificationNotSupportedError()
-        return await self.push.prepare(conf.task_push_notification_config, ctx.version)
+        stored = await self.push.prepare(conf.task_push_notification_config, ctx.version)
+        task_id = req.message.task_id
+        if task_id:  # continuing a task: it may not go over its number of configs
+            await self.engine.record(ctx.agent_id, ctx.owner, task_id)
+            await self._check_room(task_id, stored.config.id)
+        return stored
+
+    async def _check_room(self, task_id: str, config_id: str) -> None:
+        """InvalidParamsError when a new config would give the task more than MAX_CONFIGS_PER_TASK."""
+        existing = await self.engine.store.list_push_configs(task_id)
+        if config_id not in {c.id for c in existing} and len(existing) >= MAX_CONFIGS_PER_TASK:
+            raise InvalidParamsError(f"Invalid params: task {task_id} has {len(existing)} push configs, "
+                                     f"the most a task may have")
 
     async def _push(self, ctx: CallContext, op: Operation, req: Any) -> Any:
         if self.push is None:
@@ -190,10 +202,7 @@ class A2AService:
         await self.engine.get(ctx.agent_id, ctx.owner, m.GetTaskRequest(id=task_id, history_length=0))
         if op is Operation.PUSH_SET:
             stored = await self.push.prepare(req, ctx.version)
-            existing = await store.list_push_configs(task_id)
-            if stored.config.id not in {c.id for c in existing} and len(existing) >= MAX_CONFIGS_PER_TASK:
-                raise InvalidParamsError(f"Invalid params: task {task_id} has {len(existing)} push configs, "
-                                         f"the most a task may have")
+            await self._check_room(task_id, stored.config.id)
             await store.put_push_config(stored)
             return self.push.shown(stored.config)
         if op is Operation.PUSH_GET:
