@@ -23,7 +23,7 @@ from parley.protocol import models as m
 from parley.protocol.codec import to_wire
 from parley.protocol.errors import A2AError
 
-app = typer.Typer(help="Parley: serve A2A agents, and talk to any A2A agent.", no_args_is_help=True,
+app = typer.Typer(help="Parley: serve A2A agents, and talk to any A2A agent.", no_args_is_help=True, rich_markup_mode=None,
                   pretty_exceptions_enable=False, add_completion=False)
 tasks_app = typer.Typer(help="Read, list, cancel and watch tasks.", no_args_is_help=True)
 app.add_typer(tasks_app, name="tasks")
@@ -42,6 +42,8 @@ def _credentials(
                                           help="An API key to send (X-API-Key)."),
     token: str | None = typer.Option(None, "--token", envvar="PARLEY_TOKEN",
                                         help="A bearer token to send (Authorization)."),
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=lambda shown: _version(shown),
+                                 help="Show Parley's version and exit."),
 ) -> None:
     """Parley: serve A2A agents, and talk to any A2A agent."""
     CREDENTIALS.clear()
@@ -52,6 +54,19 @@ def _credentials(
 
 out = Console()
 err = Console(stderr=True)
+
+
+def _version(shown: bool) -> None:
+    """--version: the installed distribution's version, then exit."""
+    if shown:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("parley-a2a")
+        except PackageNotFoundError:
+            number = "unknown (not installed)"
+        print(f"parley {number}")
+        raise typer.Exit()
 T = TypeVar("T")
 
 VersionOpt = typer.Option(None, "--version", "-V", help="Protocol version to use: 1.0 or 0.3 (default: the card's first).")
@@ -177,7 +192,7 @@ def serve(
     max_body_bytes: int | None = typer.Option(None, help="Largest request body accepted (HTTP 413 above) [default: 8 MiB]."),
     log_level: str = typer.Option("info", help="uvicorn log level."),
     grpc_port: int | None = typer.Option(None, "--grpc-port", help="Also serve A2A 1.0 over gRPC on this port."),
-    otel: bool | None = typer.Option(None, "--otel/--no-otel", help="OpenTelemetry traces and metrics (parley[otel]) "
+    otel: bool | None = typer.Option(None, "--otel/--no-otel", help="OpenTelemetry traces and metrics (parley-a2a[otel]) "
                                         "[default: on when OTEL_TRACES_EXPORTER or OTEL_EXPORTER_OTLP_ENDPOINT is set]."),
     log_format: str = typer.Option("text", "--log-format", help="Log format: text, or json (one object per line, "
                                    "with task and trace ids)."),
@@ -216,12 +231,12 @@ def serve(
         settings.push = msgspec.structs.replace(settings.push, allow=[*settings.push.allow, *push_allow])
     for key, reason in settings.problems():
         fail(f"--{key.replace('_', '-')}: {reason}")
-    if settings.grpc_port is not None:  # gRPC binding (parley[grpc])
+    if settings.grpc_port is not None:  # gRPC binding (parley-a2a[grpc])
         try:
             import google.protobuf  # noqa: F401
             import grpc  # noqa: F401
         except ImportError as exc:
-            fail(f"--grpc-port needs the gRPC extra: pip install 'parley[grpc]' ({exc})")
+            fail(f"--grpc-port needs the gRPC extra: pip install 'parley-a2a[grpc]' ({exc})")
     parley.settings = settings
     log_config, telemetry_on = _observability(otel, log_format, log_level)  # parley.telemetry, before asgi()
     try:
@@ -282,7 +297,7 @@ def _observability(otel: bool | None, log_format: str, log_level: str) -> tuple[
         return log_config, False
     if otel is None and not telemetry.otel_available():
         err.print("[yellow]warning:[/] " + escape("the OTEL_* environment asks for telemetry but OpenTelemetry is "
-                  "not installed (pip install 'parley[otel]'); serving without it"), highlight=False, soft_wrap=True)
+                  "not installed (pip install 'parley-a2a[otel]'); serving without it"), highlight=False, soft_wrap=True)
         return log_config, False
     try:
         tel = telemetry.configure_telemetry()

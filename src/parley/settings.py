@@ -105,7 +105,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     forwarded_allow_ips: list[str] = msgspec.field(default_factory=lambda: ["127.0.0.1", "::1"])
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     keepalive_seconds: float = 15.0  # SSE comment frames on idle streams
-    # gRPC (A2A 1.0, needs parley[grpc]): also serve every agent on grpc_host:grpc_port
+    # gRPC (A2A 1.0, needs parley-a2a[grpc]): also serve every agent on grpc_host:grpc_port
     grpc_port: int | None = None
     grpc_host: str | None = None  # default: host
     lease_seconds: float = 30.0  # a running task's lease; another process takes over once it expires

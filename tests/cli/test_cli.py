@@ -502,3 +502,22 @@ def test_serve_with_a_bad_app(spec: str, tmp_path: Path) -> None:
     proc = subprocess.run([*PARLEY, "serve", "--app", spec, "--port", str(free_port()),
                            "--db", str(tmp_path / "x.db")], check=False, capture_output=True, text=True, env=ENV, timeout=TIMEOUT)
     assert_one_error_line(proc, spec.partition(":")[0])
+
+
+# --- help and version ---------------------------------------------------------------------------------
+
+
+def test_help_shows_every_default_and_bracketed_text() -> None:
+    """`--help` keeps `[default: ...]` and text in brackets (no Rich markup eats them)."""
+    serve = ok("serve", "--help")
+    assert "Interface to listen on [default: 127.0.0.1]" in " ".join(serve.split())
+    assert "TCP port [default: 8000]" in " ".join(serve.split())
+    assert "(parley-a2a[otel])" in " ".join(serve.split())
+    create = " ".join(ok("keys", "create", "--help").split())
+    assert "[default: a2a]" in create and "[default: .parley/parley.db]" in create
+
+
+def test_version_names_the_installed_distribution() -> None:
+    from importlib.metadata import version
+
+    assert ok("--version").strip() == f"parley {version('parley-a2a')}"

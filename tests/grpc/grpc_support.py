@@ -26,7 +26,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
             "grpcio / googleapis-common-protos are missing, but the dev extra installs them: "
             "`pip install -e '.[dev]'` must have failed"
         ) from exc
-    pytest.skip(f"the gRPC binding needs the parley[grpc] extra ({exc})", allow_module_level=True)
+    pytest.skip(f"the gRPC binding needs the parley-a2a[grpc] extra ({exc})", allow_module_level=True)
 
 from parley.agents.base import ArtifactChunk, RunContext, Status
 from parley.app import Parley

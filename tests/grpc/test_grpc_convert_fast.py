@@ -24,7 +24,7 @@ from parley.grpc import a2a_pb2 as pb
 from parley.grpc import convert, fast
 from parley.protocol import models as m
 from parley.protocol import v1_0
-from parley.protocol.errors import InternalError
+from parley.protocol.errors import InternalError, InvalidParamsError
 from parley.protocol.operations import Operation
 
 # The canonical-object strategies of the round-trip tests, loaded by path (tests/ is not a package).
@@ -162,9 +162,18 @@ def test_encode_task_result_matches_json_format(task: m.Task, op: Operation) -> 
 # --- decoding ------------------------------------------------------------------------
 
 
+def _reference_decode(op: Operation, message: Any) -> Any:
+    """What decode_request promises, from json_format alone: a value JSON cannot carry is InvalidParams."""
+    try:
+        data = json_format.MessageToDict(message)
+    except (json_format.SerializeToJsonError, ValueError) as exc:
+        raise InvalidParamsError(convert.unrepresentable(str(exc))) from None
+    return v1_0.decode(op, data)
+
+
 def _check_decode(op: Operation, message: Any, *, strict: bool = True) -> None:
     _check_to_dict(message, strict=strict)
-    expected = _outcome(lambda: v1_0.decode(op, json_format.MessageToDict(message)))
+    expected = _outcome(_reference_decode, op, message)
     actual = _outcome(convert.decode_request, op, message)
     assert actual == expected
 

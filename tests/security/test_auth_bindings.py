@@ -51,7 +51,7 @@ OPS_SCOPE = "ops"
 HOOK = "https://203.0.113.9/parley"  # TEST-NET-3, allowed explicitly below (nothing is sent there)
 
 PAIRS = [("JSONRPC", "1.0"), ("JSONRPC", "0.3"), ("HTTP+JSON", "1.0"), ("HTTP+JSON", "0.3"), ("GRPC", "1.0")]
-GRPC_MARK = [pytest.mark.skipif(not HAVE_GRPC, reason="the gRPC binding needs parley[grpc]")]
+GRPC_MARK = [pytest.mark.skipif(not HAVE_GRPC, reason="the gRPC binding needs parley-a2a[grpc]")]
 
 
 def pairs(*only: tuple[str, str]) -> list[Any]:

@@ -74,7 +74,7 @@ PARLEY_CLI = Path(sys.executable).with_name("parley")
 WAIT = 20.0
 AGENT = "who"
 KEY_PRINCIPAL = "sdk-key-user"
-needs_grpc = pytest.mark.skipif(not HAVE_GRPC, reason="the gRPC binding needs parley[grpc]")
+needs_grpc = pytest.mark.skipif(not HAVE_GRPC, reason="the gRPC binding needs parley-a2a[grpc]")
 
 
 # --- a secured Parley: API keys and JWTs from a JWKS ----------------------------------------------

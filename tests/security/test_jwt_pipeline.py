@@ -55,7 +55,7 @@ LEEWAY = 10.0
 TIMEOUT = 20.0
 HOUR = 3600
 
-needs_grpc = pytest.mark.skipif(not HAVE_GRPC, reason="the gRPC binding needs parley[grpc]")
+needs_grpc = pytest.mark.skipif(not HAVE_GRPC, reason="the gRPC binding needs parley-a2a[grpc]")
 BINDINGS = ["jsonrpc", "rest", pytest.param("grpc", marks=needs_grpc)]
 
 

@@ -49,7 +49,7 @@ from support import LiveServer, free_port
 
 from .secured import ENV, PARLEY, served
 
-try:  # the gRPC binding needs the parley[grpc] extra (installed by the dev extra)
+try:  # the gRPC binding needs the parley-a2a[grpc] extra (installed by the dev extra)
     import grpc
     import grpc.aio
     from google.rpc import error_details_pb2, status_pb2
@@ -60,7 +60,7 @@ try:  # the gRPC binding needs the parley[grpc] extra (installed by the dev extr
 except ImportError:  # pragma: no cover - depends on the environment
     HAVE_GRPC = False
 
-needs_grpc = pytest.mark.skipif(not HAVE_GRPC, reason="the gRPC binding needs parley[grpc]")
+needs_grpc = pytest.mark.skipif(not HAVE_GRPC, reason="the gRPC binding needs parley-a2a[grpc]")
 
 WAIT = 15.0  # the longest one observable step may take before a test fails; never a pacing delay
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"

@@ -8,7 +8,7 @@ from parley.client.rest import RestTransport
 # The bindings A2AClient can use besides JSON-RPC (registered once, at import of parley.client).
 _transports.register("HTTP+JSON", RestTransport, {"1.0", "0.3"})
 
-try:  # the gRPC binding registers itself when parley[grpc] is installed
+try:  # the gRPC binding registers itself when parley-a2a[grpc] is installed
     from parley.client import grpc as _grpc  # noqa: F401
 except ImportError:
     pass

@@ -15,7 +15,7 @@ says "cannot reach". gRPC streams carry no event ids, so StreamItem.event_id
 is None.
 
 Importing this module registers the binding "GRPC" (version 1.0) with
-:mod:`parley.client.transports`; it needs the `parley[grpc]` extra.
+:mod:`parley.client.transports`; it needs the `parley-a2a[grpc]` extra.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A2A 1.0 over gRPC (the optional `parley[grpc]` extra).
+"""A2A 1.0 over gRPC (the optional `parley-a2a[grpc]` extra).
 
     a2a_pb2.py, a2a_pb2.pyi, a2a_pb2_grpc.py   generated from proto/lf/a2a/v1/a2a.proto by
                                                scripts/gen_grpc.sh (do not edit)

@@ -19,6 +19,8 @@ not handle exactly like json_format back to it.
 
 from __future__ import annotations
 
+import re
+
 from typing import Any
 
 from google.protobuf import empty_pb2, json_format
@@ -110,14 +112,27 @@ _FAST_RESULTS = frozenset({Operation.SEND, Operation.GET, Operation.CANCEL})
 
 def decode_request(op: Operation, message: ProtoMessage) -> Any:
     """A request message as the canonical request of `op` (InvalidParamsError if it does not validate)."""
-    if op in _FAST_REQUESTS:
-        try:
-            data = fast.to_dict(message)
-        except fast.Fallback:
+    try:
+        if op in _FAST_REQUESTS:
+            try:
+                data = fast.to_dict(message)
+            except fast.Fallback:
+                data = json_format.MessageToDict(message)
+        else:
             data = json_format.MessageToDict(message)
-    else:
-        data = json_format.MessageToDict(message)
+    except (json_format.SerializeToJsonError, ValueError) as exc:  # NaN in a Struct, a timestamp out of range
+        raise InvalidParamsError(unrepresentable(str(exc))) from None
     return v1_0.decode(op, data)
+
+
+def unrepresentable(text: str) -> str:
+    """The message of a request field protobuf holds and JSON cannot (named in lowerCamel, as A2A does)."""
+    found = re.match(r"Failed to serialize (\w+) field: (.*)", text, re.DOTALL)
+    if found is None:
+        return f"Invalid params: the request holds a value JSON cannot carry ({text})"
+    head, *rest = found.group(1).split("_")
+    field = head + "".join(w.title() for w in rest)
+    return f"Invalid params: `{field}` holds a value JSON cannot carry ({found.group(2).rstrip('.')})"
 
 
 def encode_result(op: Operation, result: Any) -> ProtoMessage:

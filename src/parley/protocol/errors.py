@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 
+MAX_MESSAGE_CHARS = 1000  # an error message is cut to this (it may quote what a client sent)
+
 class A2AError(Exception):
     """Base class: an error with a JSON-RPC code and an HTTP status."""
 
@@ -21,7 +23,10 @@ class A2AError(Exception):
     grpc_status: ClassVar[str] = "INTERNAL"
 
     def __init__(self, message: str | None = None, data: Any = None, *, headers: dict[str, str] | None = None) -> None:
-        self.message = message or self.default_message
+        message = message or self.default_message
+        if len(message) > MAX_MESSAGE_CHARS:  # a message quoting a client's huge value stays small (gRPC trailers)
+            message = message[:MAX_MESSAGE_CHARS - 15] + "... (shortened)"
+        self.message = message
         self.data = data
         self.headers = headers  # transport headers sent with the error (WWW-Authenticate, Retry-After, Allow)
         super().__init__(self.message)

@@ -181,10 +181,14 @@ def decode(op: Operation, params: Any) -> Any:
         cfg = _push_config_from_v03(p.get("pushNotificationConfig"), task_id, "params.pushNotificationConfig")
         return from_wire(cfg, m.TaskPushNotificationConfig)
     if op in (Operation.PUSH_GET, Operation.PUSH_DELETE):
-        ref = {"taskId": p.get("id"), "id": p.get("pushNotificationConfigId")}
-        if ref["id"] is None and op is Operation.PUSH_GET:
-            ref["id"] = p.get("id")  # 0.3 allows omitting the config id: default config
-        return from_wire(ref, m.TaskPushConfigRef)
+        task_id, config_id = p.get("id"), p.get("pushNotificationConfigId")
+        if not isinstance(task_id, str) or not task_id:
+            raise _bad("params.id", "a non-empty string (the task id) is required")
+        if config_id is None and op is Operation.PUSH_GET:
+            config_id = task_id  # 0.3 allows omitting the config id: default config
+        if not isinstance(config_id, str) or not config_id:
+            raise _bad("params.pushNotificationConfigId", "a non-empty string is required")
+        return from_wire({"taskId": task_id, "id": config_id}, m.TaskPushConfigRef)
     if op is Operation.PUSH_LIST:
         return from_wire({"taskId": p.get("id")}, m.ListTaskPushConfigsRequest)
     return from_wire({}, m.GetExtendedAgentCardRequest)

@@ -40,7 +40,7 @@ try:
     import jwt
     from jwt.algorithms import get_default_algorithms
 except ImportError as exc:  # pragma: no cover - depends on the installation
-    raise ImportError("JWT bearer tokens need PyJWT: pip install 'parley[jwt]'") from exc
+    raise ImportError("JWT bearer tokens need PyJWT: pip install 'parley-a2a[jwt]'") from exc
 
 from parley.protocol.errors import UnauthenticatedError
 from parley.settings import JwtSettings

@@ -188,7 +188,7 @@ class HttpServer:
         grpc_server = None
         try:
             if self.settings.grpc_port is not None:
-                from parley.server.grpc_server import start_grpc_server  # optional extra: parley[grpc]
+                from parley.server.grpc_server import start_grpc_server  # optional extra: parley-a2a[grpc]
 
                 grpc_server = await start_grpc_server(runtime, self.settings.grpc_bind_host, self.settings.grpc_port)
             yield

@@ -27,12 +27,14 @@ Streams skip the engine's keep-alive ticks: HTTP/2 keeps the connection.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
 import grpc.aio
 from google.protobuf import any_pb2
+from google.protobuf.message import DecodeError
 from google.rpc import error_details_pb2, status_pb2
 
 from parley.grpc import a2a_pb2_grpc, convert
@@ -150,6 +152,8 @@ class ParleyA2AServicer(a2a_pb2_grpc.A2AServiceServicer):
 
     def _decoder(self, op: Operation, request: Any, context: grpc.aio.ServicerContext) -> Any:
         async def decode() -> Call:
+            if isinstance(request, Undecodable):
+                raise InvalidRequestError(f"Invalid request: the bytes are not a {request.what} ({request.reason})")
             versions = _metadata(context, VERSION_KEY)
             if versions and negotiate_version(versions[-1]) != "1.0":
                 raise VersionNotSupportedError(
@@ -219,11 +223,61 @@ def _last_event_id(values: list[str]) -> int | None:
     return int(raw)
 
 
+@dataclass(frozen=True, slots=True)
+class Undecodable:
+    """A request whose bytes are not a message of its RPC's type (answered INVALID_ARGUMENT, after
+    authentication, like any other bad request)."""
+
+    what: str
+    reason: str
+
+
+def _lenient(parse: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    """A request deserializer that returns Undecodable instead of raising: grpcio would answer UNKNOWN and
+    log a traceback for an exception raised before the servicer runs."""
+    what = getattr(getattr(parse, "__self__", None), "__name__", "message")
+
+    def lenient(data: bytes) -> Any:
+        try:
+            return parse(data)
+        except DecodeError as exc:
+            return Undecodable(what, str(exc) or "malformed")
+
+    return lenient
+
+
+class _LenientRequests(grpc.GenericRpcHandler):
+    """The generated handlers, with lenient request deserializers."""
+
+    def __init__(self, inner: grpc.GenericRpcHandler) -> None:
+        self.inner = inner
+        self._cache: dict[str, Any] = {}
+
+    def service(self, handler_call_details: Any) -> Any:
+        method = handler_call_details.method
+        if method not in self._cache:
+            handler = self.inner.service(handler_call_details)
+            if handler is not None and handler.request_deserializer is not None:
+                handler = handler._replace(request_deserializer=_lenient(handler.request_deserializer))
+            self._cache[method] = handler
+        return self._cache[method]
+
+
+class _Registrar:
+    """What the generated `add_A2AServiceServicer_to_server` registers its handlers on."""
+
+    def __init__(self, server: grpc.aio.Server) -> None:
+        self.server = server
+
+    def add_generic_rpc_handlers(self, handlers: Any) -> None:
+        self.server.add_generic_rpc_handlers(tuple(_LenientRequests(h) for h in handlers))
+
+
 def create_grpc_server(runtime: Runtime, host: str, port: int) -> tuple[grpc.aio.Server, int]:
     """A grpc.aio server for every agent of `runtime`, bound to host:port (not started); returns it and the port."""
     limit = runtime.settings.max_body_bytes
     grpc_server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit)])
-    a2a_pb2_grpc.add_A2AServiceServicer_to_server(ParleyA2AServicer(runtime), grpc_server)
+    a2a_pb2_grpc.add_A2AServiceServicer_to_server(ParleyA2AServicer(runtime), _Registrar(grpc_server))
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     return grpc_server, grpc_server.add_insecure_port(address)
 

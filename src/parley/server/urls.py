@@ -6,9 +6,16 @@ Configured (`public_url`), else as a trusted reverse proxy forwarded them
 
 from __future__ import annotations
 
+import re
+
 from starlette.requests import Request
 
 from parley.settings import Settings
+
+
+# A host name or IPv4 address, or a bracketed IPv6 address, with an optional port (RFC 3986 authority, no user).
+_HOST = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}"
+                   r"[A-Za-z0-9])?)*\.?|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
 
 
 def base_url(request: Request, settings: Settings) -> str:
@@ -16,7 +23,19 @@ def base_url(request: Request, settings: Settings) -> str:
     if settings.public_url:
         return settings.public_url.rstrip("/")
     forwarded = forwarded_base(request, settings.forwarded_allow_ips)
-    return forwarded or str(request.base_url).rstrip("/")
+    if forwarded:
+        return forwarded
+    host = request.headers.get("host")
+    if host is not None and not _HOST.fullmatch(host):  # not a host[:port]: name the address it came in on
+        return f"{request.url.scheme}://{_own_netloc(request)}{request.scope.get('root_path', '')}".rstrip("/")
+    return str(request.base_url).rstrip("/")
+
+
+def _own_netloc(request: Request) -> str:
+    """The address and port the request came in on (when its Host header cannot be used)."""
+    addr, port = request.scope.get("server") or ("127.0.0.1", 80)
+    addr = f"[{addr}]" if ":" in str(addr) else addr
+    return f"{addr}:{port}"
 
 
 def agent_url(base: str, agent_id: str, *, root: bool = False) -> str:
@@ -44,13 +63,16 @@ def forwarded_base(request: Request, trusted: list[str]) -> str | None:
                 host = value
     proto = proto or h.get("x-forwarded-proto", "").split(",")[0].strip() or None
     host = host or h.get("x-forwarded-host", "").split(",")[0].strip() or None
+    if host is not None and not _HOST.fullmatch(host):
+        host = None  # not a host[:port]: ignored, like a header from an untrusted peer
     prefix = h.get("x-forwarded-prefix", "").split(",")[0].strip().rstrip("/")
     if not (proto or host or prefix):
         return None
     if prefix and not prefix.startswith("/"):
         prefix = "/" + prefix
     scheme = proto if proto in ("http", "https") else request.url.scheme
-    netloc = host or h.get("host") or request.url.netloc
+    raw_host = h.get("host")
+    netloc = host or (raw_host if raw_host and _HOST.fullmatch(raw_host) else None) or _own_netloc(request)
     return f"{scheme}://{netloc}{str(request.base_url.path).rstrip('/')}{prefix}"
 
 

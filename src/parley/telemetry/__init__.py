@@ -1,4 +1,4 @@
-"""OpenTelemetry traces and metrics, and structured logs, for Parley servers and clients (`parley[otel]`).
+"""OpenTelemetry traces and metrics, and structured logs, for Parley servers and clients (`parley-a2a[otel]`).
 
     from parley.telemetry import configure_telemetry, configure_logging
     configure_telemetry("my-agents")       # before building the ASGI app

@@ -91,7 +91,7 @@ def enable_log_context(on: bool = True) -> None:
 
 
 def otel_available() -> bool:
-    """Whether the OpenTelemetry SDK can be imported (the `parley[otel]` extra)."""
+    """Whether the OpenTelemetry SDK can be imported (the `parley-a2a[otel]` extra)."""
     try:
         return importlib.util.find_spec("opentelemetry.sdk") is not None
     except (ImportError, ValueError):
@@ -221,7 +221,7 @@ def configure_telemetry(
             builds them and no global provider is set yet).
         env: the environment to read (default os.environ).
 
-    Raises TelemetryUnavailable when the OpenTelemetry SDK (`pip install 'parley[otel]'`) or
+    Raises TelemetryUnavailable when the OpenTelemetry SDK (`pip install 'parley-a2a[otel]'`) or
     the OTLP exporter asked for is missing.
     """
     global _active
@@ -229,7 +229,7 @@ def configure_telemetry(
     try:
         from opentelemetry import metrics, trace
     except ImportError as exc:
-        raise TelemetryUnavailable(f"OpenTelemetry is not installed: pip install 'parley[otel]' ({exc})") from None
+        raise TelemetryUnavailable(f"OpenTelemetry is not installed: pip install 'parley-a2a[otel]' ({exc})") from None
     from parley import __version__
     from parley.telemetry.metrics import Metrics
 
@@ -242,7 +242,7 @@ def configure_telemetry(
         tracer_provider, meter_provider, kind = trace.get_tracer_provider(), metrics.get_meter_provider(), "global"
     if tracer_provider is None or meter_provider is None:
         if not otel_available():
-            raise TelemetryUnavailable("the OpenTelemetry SDK is not installed: pip install 'parley[otel]'")
+            raise TelemetryUnavailable("the OpenTelemetry SDK is not installed: pip install 'parley-a2a[otel]'")
         from opentelemetry.sdk.metrics import MeterProvider
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider

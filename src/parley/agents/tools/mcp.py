@@ -1,4 +1,4 @@
-"""Tools from MCP servers, through the official `mcp` SDK (``pip install 'parley[mcp]'``).
+"""Tools from MCP servers, through the official `mcp` SDK (``pip install 'parley-a2a[mcp]'``).
 
     files = MCPTools.stdio("python", ["-m", "my_mcp_server"])
     search = MCPTools.http("http://127.0.0.1:9000/mcp", prefix="search_")
@@ -30,7 +30,7 @@ def _sdk() -> Any:
     try:
         import mcp
     except ImportError:  # pragma: no cover - depends on the environment
-        raise MCPError("MCP tools need the `mcp` package: pip install 'parley[mcp]'") from None
+        raise MCPError("MCP tools need the `mcp` package: pip install 'parley-a2a[mcp]'") from None
     return mcp
 
 
