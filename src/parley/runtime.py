@@ -83,7 +83,7 @@ class Runtime:
         if self.push is not None:
             self.engine.committed.append(self.push.on_commit)
         self.keys = keys if keys is not None else open_keys(self.settings.db)
-        self.security = Security(self.settings, agents, self.keys)
+        self.security = Security(self.settings, agents, self.keys, delegator=self.delegator)
         self.service = A2AService(self.engine, card=self.public_card, extended_card=self.extended_card,
                                   push_notifications=self.push is not None,
                                   push=self.push.configs if self.push is not None else None,

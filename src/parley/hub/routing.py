@@ -39,6 +39,7 @@ from parley.agents.base import Agent, AgentOutput, RunContext
 from parley.agents.tools.base import Tool, ToolError
 from parley.client.errors import ClientError
 from parley.hub.delegation import CURRENT_RUN, Delegator, bind_run
+from parley.protocol import models as m
 from parley.protocol.states import is_interrupted
 
 log = logging.getLogger("parley.hub.routing")
@@ -104,6 +105,14 @@ class RoutingRule:
             if _term(tag, plural=True).search(text):
                 return f"tag '{tag}'"
         return None
+
+    def matched_tag(self, text: str, target_tags: Collection[str] | None = None) -> str | None:
+        """The target skill tag `text` matches, when that is why the rule matches (keywords and regexes,
+        checked first, name no skill); None otherwise."""
+        if self.unconditional or any(p.search(text) for _, p in self._keywords) or any(
+                p.search(text) for _, p in self._regex):
+            return None
+        return next((tag for tag in self._effective_tags(target_tags) if _term(tag, plural=True).search(text)), None)
 
     def _effective_tags(self, target_tags: Collection[str] | None) -> list[str]:
         if not self.tags:
@@ -175,7 +184,7 @@ class RoutedAgent(Agent):
         self.rules = list(rules)
         self.resolve_url = resolve_url or (lambda agent_id: agent_id)
         self.delegator = delegator
-        self._tags: dict[str, tuple[float, frozenset[str]]] = {}
+        self._cards: dict[str, tuple[float, list[m.AgentSkill]]] = {}  # target URL -> (expiry, its skills)
 
     def delegator_for(self, ctx: RunContext) -> Delegator:
         """The delegator of this wrapper, else the server's, else a plain one."""
@@ -183,22 +192,44 @@ class RoutedAgent(Agent):
 
     async def route(self, ctx: RunContext) -> tuple[RoutingRule, str] | None:
         """The rule this turn's message matches, and why; None to run the wrapped agent."""
+        return await self.route_text(ctx.text, self.delegator_for(ctx))
+
+    async def route_text(self, text: str, delegator: Delegator) -> tuple[RoutingRule, str] | None:
+        """The rule a first message with `text` matches, and why; None when none does."""
         rules = [r for r in self.rules if r.applies_to(self.id)]
         if not rules:
             return None
         targets = {r.to_agent for r in rules if r.tags}
-        delegator = self.delegator_for(ctx)
         tags = {t: await self.card_tags(t, delegator) for t in targets}
-        return select_rule(rules, ctx.text, target_tags=tags)
+        return select_rule(rules, text, target_tags=tags)
+
+    async def routed_skill(self, text: str, delegator: Delegator) -> tuple[str, m.AgentSkill] | None:
+        """The target agent and skill a first message with `text` is routed to by a skill tag (the
+        request authorizer checks the caller may use that skill); None when no rule names a skill."""
+        choice = await self.route_text(text, delegator)
+        if choice is None:
+            return None
+        rule = choice[0]
+        skills = await self.card_skills(rule.to_agent, delegator)
+        tag = rule.matched_tag(text, None if skills is None else {t.lower() for s in skills for t in s.tags})
+        if tag is None or skills is None:
+            return None
+        skill = next((s for s in skills if tag in {t.lower() for t in s.tags}), None)
+        return (rule.to_agent, skill) if skill is not None else None
 
     async def card_tags(self, to_agent: str, delegator: Delegator | None = None) -> frozenset[str] | None:
         """The skill tags on a target's card (cached for a few minutes); None if it cannot be read."""
+        skills = await self.card_skills(to_agent, delegator)
+        return None if skills is None else frozenset(t.lower() for s in skills for t in s.tags)
+
+    async def card_skills(self, to_agent: str, delegator: Delegator | None = None) -> list[m.AgentSkill] | None:
+        """The skills on a target's card (cached for a few minutes); None if it cannot be read."""
         delegator = delegator or self.delegator or Delegator()
         try:
             url = delegator.resolve(self.resolve_url(to_agent))
         except Exception:
             return None
-        hit = self._tags.get(url)
+        hit = self._cards.get(url)
         if hit is not None and hit[0] > time.monotonic():
             return hit[1]
         try:
@@ -206,9 +237,8 @@ class RoutedAgent(Agent):
         except ClientError as exc:
             log.info("routing: cannot read the card of %s: %s", url, exc)
             return None
-        tags = frozenset(t.lower() for s in card.skills for t in s.tags)
-        self._tags[url] = (time.monotonic() + CARD_TTL, tags)
-        return tags
+        self._cards[url] = (time.monotonic() + CARD_TTL, list(card.skills))
+        return list(card.skills)
 
     async def run(self, ctx: RunContext) -> AsyncIterator[AgentOutput]:
         delegator = self.delegator_for(ctx)

@@ -2,8 +2,9 @@
 
 - An API key opens the agent it was made for (admin keys open every agent).
 - A skill may require scopes (its card's `securityRequirements`, 1.0 `AgentSkill`); a message
-  that selects the skill (`metadata["parley.skill"]`, on the message or the request) is
-  allowed only if the principal holds the scopes of one of the skill's requirements.
+  that selects the skill (`metadata["parley.skill"]`, on the message or the request), or that a
+  routing rule would send to it (a rule matching one of the skill's tags), is allowed only if the
+  principal holds the scopes of one of the skill's requirements.
 - Which tasks a principal sees is not decided here: tasks belong to the principal that made
   them, and every read is scoped by owner (another's task id is TaskNotFound).
 
@@ -52,10 +53,16 @@ def requested_skill(request: Any) -> str | None:
 
 
 class ScopeAuthorizer:
-    """The Authorizer of a secured server."""
+    """The Authorizer of a secured server.
 
-    def __init__(self, agents: Mapping[str, Agent]) -> None:
+    Args:
+        agents: the hosted agents (their skills' requirements).
+        delegator: reads the cards of routing targets, for messages a routing rule sends to a skill.
+    """
+
+    def __init__(self, agents: Mapping[str, Agent], delegator: Any = None) -> None:
         self.agents = agents
+        self.delegator = delegator
 
     async def authorize(self, access: Access, principal: Principal) -> None:
         if principal.kind in ("anonymous", "internal"):
@@ -77,6 +84,21 @@ class ScopeAuthorizer:
                 if not allowed_skill(skill, principal):
                     needed = " or ".join("{" + ", ".join(sorted(r)) + "}" for r in skill_requirements(skill))
                     raise PermissionDeniedError(f"Skill {skill_id!r} needs the scopes {needed}")
+            await self._check_routed_skill(access, principal)
+
+    async def _check_routed_skill(self, access: Access, principal: Principal) -> None:
+        """A new task's message that a routing rule would send to a skill (by its tags) needs that skill's scopes."""
+        agent = self.agents[access.agent_id]
+        routed = getattr(agent, "routed_skill", None)
+        message = getattr(access.request, "message", None)
+        if routed is None or message is None or message.task_id or self.delegator is None:
+            return  # continuing a task goes where its first message went (checked then)
+        found = await routed(message.text(), self.delegator)
+        if found is not None and not allowed_skill(found[1], principal):
+            target, skill = found
+            needed = " or ".join("{" + ", ".join(sorted(r)) + "}" for r in skill_requirements(skill))
+            raise PermissionDeniedError(f"This message is routed to skill {skill.id!r} of agent {target!r}, "
+                                        f"which needs the scopes {needed}")
 
 
 __all__ = ["SKILL_KEY", "ScopeAuthorizer", "allowed_skill", "requested_skill", "skill_requirements"]

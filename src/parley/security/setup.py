@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Any
 
 from parley.agents.base import Agent
 from parley.protocol import models as m
@@ -23,10 +24,11 @@ class Security:
         agents: the hosted agents (skill requirements).
         keys: the API key store (None, or `settings.auth.api_keys` false: keys are not accepted).
         env: where `auth.admin_key_env` and the JWT secret are read.
+        delegator: the server's delegator (routing targets' cards, for skills reached by routing rules).
     """
 
     def __init__(self, settings: Settings, agents: Mapping[str, Agent], keys: KeyStore | None,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, delegator: Any = None) -> None:
         env = os.environ if env is None else env
         auth = settings.auth
         jwt = None
@@ -39,7 +41,7 @@ class Security:
         self.jwt = jwt
         self.agents = agents
         self.authenticator = CredentialAuthenticator(self.keys, jwt, admin_key)
-        self.authorizer = ScopeAuthorizer(agents)
+        self.authorizer = ScopeAuthorizer(agents, delegator)
         self.admin_principals = frozenset(auth.admin_principals)
 
     async def card_security(self) -> CardSecurity | None:
