@@ -79,6 +79,10 @@ class Runtime:
         self.engine = TaskEngine(self.store, agents, bus=self.bus, delegator=self.delegator,
                                  cancel_child=self.delegator.cancel_link, lease_seconds=self.settings.lease_seconds,
                                  max_history=self.settings.limits.max_history_length)
+        unknown = sorted(set(self.settings.push.agents) - set(agents))
+        if unknown:
+            raise ValueError(f"push.agents names no hosted agent: {', '.join(unknown)} "
+                             f"(the agents are: {', '.join(agents)})")
         self.push = Push(self.settings, self.store, self._issuer) if self.settings.push_enabled else None
         if self.push is not None:
             self.engine.committed.append(self.push.on_commit)

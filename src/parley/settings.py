@@ -74,6 +74,13 @@ class LimitSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     agents: dict[str, LimitSettings] = msgspec.field(default_factory=dict)
 
 
+class AgentPushSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """One agent's own push options (`[push.agents.<id>]`); unset fields follow `[push]`."""
+
+    sign: bool | None = None
+    artifact_updates: bool | None = None
+
+
 class PushSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """Push-notification delivery (docs/push.md): where webhooks may point, retries, signatures."""
 
@@ -90,6 +97,17 @@ class PushSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     sign: bool = True  # a JWT signed with the server's key in `Parley-Signature` (JWKS at /.well-known/jwks.json)
     encryption_key_env: str | None = None  # the NAME of a variable holding a Fernet key: configs' secrets encrypted
     webhook_secret_env: str | None = None  # the NAME of a variable holding a Standard Webhooks secret (whsec_...)
+    agents: dict[str, AgentPushSettings] = msgspec.field(default_factory=dict)  # per-agent sign / artifact_updates
+
+    def signs(self, agent_id: str | None) -> bool:
+        """Whether notifications of `agent_id`'s tasks are signed."""
+        own = self.agents.get(agent_id or "")
+        return self.sign if own is None or own.sign is None else own.sign
+
+    def artifacts_of(self, agent_id: str) -> bool:
+        """Whether `agent_id`'s webhooks are told of artifact updates too."""
+        own = self.agents.get(agent_id)
+        return self.artifact_updates if own is None or own.artifact_updates is None else own.artifact_updates
 
 
 class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -213,5 +231,5 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         return self.host in ("127.0.0.1", "::1", "localhost") or self.host.startswith("127.")
 
 
-__all__ = ["DEFAULT_DB", "DEFAULT_MAX_BODY_BYTES", "MEMORY", "AuthSettings", "CardOptions", "JwtSettings",
+__all__ = ["DEFAULT_DB", "DEFAULT_MAX_BODY_BYTES", "MEMORY", "AgentPushSettings", "AuthSettings", "CardOptions", "JwtSettings",
            "LimitSettings", "PushSettings", "Settings"]

@@ -199,6 +199,10 @@ def check(config: Config) -> None:
             raise ConfigError(path, f"{key}.id", f"duplicate agent id {agent.id!r}")
         ids.add(agent.id)
         _check_agent(path, key, agent, config.llm)
+    for name in s.push.agents:
+        if name not in ids:
+            raise ConfigError(path, f"push.agents.{name}",
+                              f"no agent {name!r} is declared (the agents are: {', '.join(sorted(ids))})")
     for name in s.limits.agents:
         if name not in ids:
             raise ConfigError(path, f"server.limits.agents.{name}",

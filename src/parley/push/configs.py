@@ -35,14 +35,14 @@ class PushConfigs:
         self.box = box
         self.clock = clock
 
-    async def prepare(self, config: m.TaskPushNotificationConfig, version: str) -> StoredPushConfig:
+    async def prepare(self, config: m.TaskPushNotificationConfig, version: str, agent_id: str = "") -> StoredPushConfig:
         """Check a config a client sent and make it storable (InvalidParamsError names what is wrong)."""
         await self.guard.check(config.url)
         auth = config.authentication
         if auth is not None and not auth.scheme.strip():
             raise InvalidParamsError("Invalid params: `authentication.scheme` must not be empty")
         sealed = self.box.seal(msgspec.structs.replace(config, id=config.id or str(uuid.uuid4())))
-        return StoredPushConfig(sealed, version=version, artifacts=self.settings.artifact_updates,
+        return StoredPushConfig(sealed, version=version, artifacts=self.settings.artifacts_of(agent_id),
                                 created_at=self.clock())
 
     @staticmethod

@@ -70,7 +70,7 @@ class PushDispatcher:
         settings: `[push]`: timeout, attempts, age, backoff, concurrency, signing.
         guard: checks and pins webhook URLs.
         box: opens the configs' sealed secrets.
-        signer: signs notifications (None: unsigned).
+        signer: signs notifications (None: unsigned); `settings.signs(agent)` decides per agent.
         issuer: the server's public base URL (the signature's `iss`).
         webhook_secret: a Standard Webhooks secret (`whsec_...`): also send those headers.
         clock, rng: time and jitter (injectable for tests of the schedule).
@@ -186,7 +186,7 @@ class PushDispatcher:
         headers = headers_of(config, n.task_id, n.seq, content_type)
         eid = event_id(n.task_id, n.seq)
         attempt = n.attempts + 1
-        if self.signer is not None:
+        if self.signer is not None and self.settings.signs(agent_id):
             headers[SIGNATURE_HEADER] = await self.signer.sign(
                 body, issuer=self.issuer(), url=config.url, task_id=n.task_id, event_id=eid, seq=n.seq,
                 attempt=attempt, now=self.clock())

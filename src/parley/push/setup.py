@@ -49,7 +49,7 @@ class Push:
         keep = push.max_age_seconds + push.max_backoff_seconds + push.timeout_seconds
         self.signer = PushSigner(self.keys, keep_seconds=keep)
         self.dispatcher = PushDispatcher(store, push, guard=self.guard, box=self.box,
-                                         signer=self.signer if push.sign else None, issuer=issuer,
+                                         signer=self.signer, issuer=issuer,
                                          webhook_secret=webhook_secret)
 
     def _seal(self, text: str) -> str:
