@@ -6,11 +6,12 @@ Errors are printed as one clear line (never a traceback) and exit with status 1.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import msgspec
 import typer
@@ -99,6 +100,8 @@ def run(coro_fn: Callable[..., Awaitable[T]]) -> Callable[..., T]:
     def wrapper(*args: Any, **kwargs: Any) -> T:
         try:
             return asyncio.run(coro_fn(*args, **kwargs))
+        except BrokenPipeError:  # `parley ... | head`: the reader left; end quietly
+            _reader_gone()
         except A2AError as exc:
             fail(f"{exc.message} (A2A error {exc.code})")
         except ClientError as exc:
@@ -109,6 +112,19 @@ def run(coro_fn: Callable[..., Awaitable[T]]) -> Callable[..., T]:
         raise AssertionError("unreachable")
 
     return wrapper
+
+
+EXIT_TASK_UNSUCCESSFUL = 3  # the task ended failed, rejected or canceled
+EXIT_TASK_WAITING = 4  # the task waits for the user (input-required, auth-required)
+
+
+def exit_code(state: m.TaskState | None) -> int:
+    """The exit status of `parley send` for the state its task ended in (None: a message reply)."""
+    if state in (m.TaskState.FAILED, m.TaskState.REJECTED, m.TaskState.CANCELED):
+        return EXIT_TASK_UNSUCCESSFUL
+    if state in (m.TaskState.INPUT_REQUIRED, m.TaskState.AUTH_REQUIRED):
+        return EXIT_TASK_WAITING
+    return 0
 
 
 def _state(state: m.TaskState) -> str:
@@ -535,8 +551,11 @@ async def card(url: str = typer.Argument(..., help="Agent URL or card URL."), as
             print_json(c)
             return
         out.print(f"[bold]{c.name}[/] {c.version}  — {c.description}", highlight=False)
-        for i in c.supported_interfaces:
-            out.print(f"  {i.protocol_binding:9} {i.protocol_version:4} {i.url}", highlight=False)
+        shown: set[tuple[str, str, str]] = set()
+        for i in c.supported_interfaces:  # a 0.3 card repeats its main interface among the additional ones
+            if (i.protocol_binding, i.protocol_version, i.url) not in shown:
+                shown.add((i.protocol_binding, i.protocol_version, i.url))
+                out.print(f"  {i.protocol_binding:9} {i.protocol_version:4} {i.url}", highlight=False)
         caps = c.capabilities
         out.print(f"  streaming={bool(caps.streaming)} push={bool(caps.push_notifications)} "
                   f"extended-card={bool(caps.extended_agent_card)}", highlight=False)
@@ -557,20 +576,47 @@ async def send(
     binding: str | None = BindingOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Send a message to an agent."""
+    """Send a message to an agent.
+
+    Exit status: 0 when the task completed (or the agent answered with a message, or --no-wait); 3 when
+    it ended failed, rejected or canceled; 4 when it waits for input (input-required, auth-required:
+    answer with --task-id); 1 for an error before there was a task.
+    """
     async with await connect(url, version, binding) as client:
+        final: m.TaskState | None = None
         if stream:
             printer = StreamPrinter()
-            async for ev in client.stream(text, task_id=task_id, context_id=context_id):
-                print_json(ev) if as_json else printer(ev)
-            return
-        result = await client.send(text, task_id=task_id, context_id=context_id, blocking=not no_wait)
-        if as_json:
-            print_json(result)
-        elif isinstance(result, m.Task):
-            print_task(result)
+            async with contextlib.aclosing(client.stream(text, task_id=task_id, context_id=context_id)) as events:
+                async for ev in events:  # closed here, in this task, whatever ends the loop (a closed pipe too)
+                    print_json(ev) if as_json else printer(ev)
+                    if isinstance(ev, m.Task):
+                        final = ev.status.state
+                    elif isinstance(ev, m.TaskStatusUpdateEvent):
+                        final = ev.status.state
         else:
-            out.print(f"[magenta]agent:[/] {escape(_text(result.parts))}", highlight=False)
+            result = await client.send(text, task_id=task_id, context_id=context_id, blocking=not no_wait)
+            if as_json:
+                print_json(result)
+            elif isinstance(result, m.Task):
+                print_task(result)
+            else:
+                out.print(f"[magenta]agent:[/] {escape(_text(result.parts))}", highlight=False)
+            final = result.status.state if isinstance(result, m.Task) else None
+    code = exit_code(final)
+    if code:
+        raise typer.Exit(code)
+
+
+def _prompt(text: str) -> str:
+    """input() that Ctrl-C interrupts at once: asyncio.run's own SIGINT handler only cancels the main task,
+    which cannot happen while it waits in input()."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return input(text)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @app.command()
@@ -585,7 +631,7 @@ async def chat(url: str = typer.Argument(..., help="Agent URL."), version: str |
         context_id: str | None = None
         while True:
             try:
-                line = await asyncio.to_thread(input, "you> ")
+                line = _prompt("you> ")
             except EOFError:
                 break
             if not line.strip():
@@ -656,7 +702,11 @@ async def tasks_list(
         if as_json:
             print_json(page)
             return
-        table = Table("task", "state", "context", "updated")
+        table = Table()
+        table.add_column("task", no_wrap=True, min_width=36)  # whole ids: they are what other commands take
+        table.add_column("state")
+        table.add_column("context", no_wrap=True, min_width=36)
+        table.add_column("updated")
         for t in page.tasks:
             table.add_row(t.id, _state(t.status.state), t.context_id, t.status.timestamp or "")
         out.print(table)
@@ -743,9 +793,24 @@ async def trace(url: str = typer.Argument(..., help="Agent URL (a Parley server'
     out.print(root, highlight=False)
 
 
+def _reader_gone() -> NoReturn:
+    """The process reading our output closed the pipe: stop, quietly (no traceback, no error)."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # Python's flush at exit must not fail again
+    raise typer.Exit(0)
+
+
 def main() -> None:
     """Entry point of the `parley` command."""
-    app()
+    try:
+        app()
+    except BrokenPipeError:  # output written outside a command (help, version)
+        try:
+            _reader_gone()
+        except typer.Exit:
+            sys.exit(0)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import json
 import os
 import queue
 import socket
+import signal
 import subprocess
 import sys
 import threading
@@ -32,15 +33,16 @@ def parley(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[
     return subprocess.run([*PARLEY, *args], check=False, input=stdin, capture_output=True, text=True, env=ENV, timeout=TIMEOUT)
 
 
-def ok(*args: str, stdin: str | None = None) -> str:
+def ok(*args: str, stdin: str | None = None, code: int = 0) -> str:
+    """stdout of `parley ARGS`, which must exit `code` (0; `parley send`: 4 for a task waiting for input)."""
     proc = parley(*args, stdin=stdin)
-    assert proc.returncode == 0, f"parley {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
+    assert proc.returncode == code, f"parley {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
     assert "Traceback" not in proc.stderr
     return proc.stdout
 
 
-def ok_json(*args: str) -> Any:
-    return json.loads(ok(*args, "--json"))
+def ok_json(*args: str, code: int = 0) -> Any:
+    return json.loads(ok(*args, "--json", code=code))
 
 
 def assert_one_error_line(proc: subprocess.CompletedProcess[str], *fragments: str) -> str:
@@ -229,7 +231,7 @@ def test_send_unsupported_version(server: Any) -> None:
 
 def test_send_task_id_continues_the_interviewer(server: Any) -> None:
     url = server.url + "/a2a/interviewer"
-    first = ok_json("send", url, "I want to learn Rust")
+    first = ok_json("send", url, "I want to learn Rust", code=4)  # exit 4: the task waits for input
     assert first["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     question = "".join(p["text"] for p in first["status"]["message"]["parts"])
     assert "Why does that matter to you?" in question
@@ -239,7 +241,7 @@ def test_send_task_id_continues_the_interviewer(server: Any) -> None:
     task = ok_json("tasks", "get", url, first["id"])
     assert [h["role"] for h in task["history"]] == ["ROLE_USER", "ROLE_AGENT", "ROLE_USER"]
     # The same, in 0.3.
-    first = ok_json("send", "-V", "0.3", url, "gardening")
+    first = ok_json("send", "-V", "0.3", url, "gardening", code=4)
     second = ok_json("send", "-V", "0.3", url, "it is calming", "--task-id", first["id"])
     assert second["id"] == first["id"] and second["status"]["state"] == "TASK_STATE_COMPLETED"
     assert "'gardening'" in artifact_text(second) and "'it is calming'" in artifact_text(second)
@@ -277,7 +279,7 @@ def test_chat_ends_on_empty_line_or_eof(server: Any) -> None:
 
 def test_tasks_list_and_get(server: Any) -> None:
     ids = [ok_json("send", server.url, f"message {i}")["id"] for i in range(3)]
-    asked = ok_json("send", server.url + "/a2a/interviewer", "a topic")
+    asked = ok_json("send", server.url + "/a2a/interviewer", "a topic", code=4)
     page = ok_json("tasks", "list", server.url)
     assert [t["id"] for t in page["tasks"]] == ids[::-1]
     assert page["totalSize"] == 3 and page["nextPageToken"] == ""
@@ -304,7 +306,7 @@ def test_tasks_list_and_get(server: Any) -> None:
 
 def test_tasks_cancel(server: Any) -> None:
     url = server.url + "/a2a/interviewer"
-    task = ok_json("send", url, "cancel me")
+    task = ok_json("send", url, "cancel me", code=4)
     out = ok("tasks", "cancel", url, task["id"])
     assert task["id"] in out and "canceled" in out
     assert ok_json("tasks", "get", url, task["id"])["status"]["state"] == "TASK_STATE_CANCELED"
@@ -345,7 +347,7 @@ def test_tasks_watch_a_live_task(gated: tuple[str, Gates]) -> None:
 def test_tasks_watch_follows_an_interrupted_task_to_its_end(server: Any) -> None:
     """A2A 1.0 section 3.1.6: a subscription stays open through input-required until the task finishes."""
     url = server.url + "/a2a/interviewer"
-    task = ok_json("send", url, "a question")
+    task = ok_json("send", url, "a question", code=4)
     watch = subprocess.Popen([*PARLEY, "tasks", "watch", url, task["id"]], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, env=ENV)
     try:
@@ -477,7 +479,7 @@ def test_serve_keeps_tasks_across_restarts(tmp_path: Path, serve_process: Any) -
     db = tmp_path / "data" / "parley.db"
     first = serve_process(db, "first")
     done = ok_json("send", first.url, "remember me")
-    asked = ok_json("send", first.url + "/a2a/interviewer", "persistence")
+    asked = ok_json("send", first.url + "/a2a/interviewer", "persistence", code=4)
     assert asked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
     first.stop()
     assert db.exists()
@@ -521,3 +523,61 @@ def test_version_names_the_installed_distribution() -> None:
     from importlib.metadata import version
 
     assert ok("--version").strip() == f"parley {version('parley-a2a')}"
+
+
+# --- exit codes, pipes, interrupts, whole ids --------------------------------------------------------------------
+
+
+def test_send_exit_status_says_how_the_task_ended(serve: Any) -> None:
+    """0 completed, 3 failed / rejected / canceled, 4 waiting for input (documented in `parley send --help`)."""
+    app = Parley(store=MemoryTaskStore())
+
+    @app.agent(id="fine", default=True)
+    async def fine(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        yield "all good"
+
+    @app.agent(id="broken")
+    async def broken(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        yield ctx.fail("cannot do that")
+
+    @app.agent(id="asks")
+    async def asks(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        yield ctx.ask("which one?")
+
+    url = serve(app).url
+    for agent, code in (("fine", 0), ("broken", 3), ("asks", 4)):
+        for streamed in ([], ["--stream"]):
+            proc = parley("send", *streamed, f"{url}/a2a/{agent}", "go")
+            assert proc.returncode == code, (agent, streamed, proc.returncode, proc.stdout, proc.stderr)
+            assert "Traceback" not in proc.stderr
+    assert "3 when it ended failed, rejected or canceled" in " ".join(ok("send", "--help").split())
+
+
+def test_a_stream_piped_into_head_ends_quietly(server: Any) -> None:
+    """`parley send --stream ... | head -1`: the reader leaves early; no BrokenPipe traceback."""
+    cmd = " ".join([*PARLEY, "send", "--stream", server.url, "'" + "many words " * 400 + "'"]) + " | head -1"
+    done = subprocess.run(["bash", "-c", f"set -o pipefail; {cmd}"], capture_output=True, text=True, env=ENV,
+                          timeout=TIMEOUT)
+    assert len(done.stdout.splitlines()) == 1
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+
+
+def test_ctrl_c_at_the_chat_prompt_ends_the_chat(server: Any) -> None:
+    """SIGINT while `parley chat` waits at its prompt ends it at once (exit 130), without waiting for a line."""
+    proc = subprocess.Popen([*PARLEY, "chat", server.url + "/a2a/interviewer"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    reader = LineReader(proc)
+    first = reader.next_line()  # the banner: it is at the prompt now
+    assert first is not None and "type a message" in first
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=TIMEOUT) == 130  # stdin stays open: only the signal can end it
+    proc.stdin.close()
+
+
+def test_card_lists_each_interface_once_and_tasks_list_shows_whole_ids(server: Any) -> None:
+    lines = [line.split() for line in ok("card", server.url).splitlines() if "http://" in line]
+    assert len(lines) == len({tuple(x) for x in lines}) >= 4
+    task = ok_json("send", server.url, "an id to read")
+    narrow = subprocess.run([*PARLEY, "tasks", "list", server.url], capture_output=True, text=True,
+                            env={**ENV, "COLUMNS": "80"}, timeout=TIMEOUT)
+    assert narrow.returncode == 0 and task["id"] in narrow.stdout, narrow.stdout

@@ -150,7 +150,7 @@ def test_parley_works_without_opentelemetry_installed(tmp_path):
                           timeout=120, check=False, env={"PYTHONPATH": str(tmp_path), "PATH": ""})
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out["available"] is False and "pip install 'parley[otel]'" in out["configure"]
+    assert out["available"] is False and "pip install 'parley-a2a[otel]'" in out["configure"]
     assert out["state"] == "TASK_STATE_COMPLETED" and out["rest"] == "TASK_STATE_COMPLETED"
     assert out["stream"] == "TaskStatusUpdateEvent"
     assert out["otel_modules"] == []
@@ -169,7 +169,7 @@ def test_parley_serve_otel_without_opentelemetry_says_so():
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
-    assert "error: --otel:" in done.stderr and "parley[otel]" in done.stderr
+    assert "error: --otel:" in done.stderr and "parley-a2a[otel]" in done.stderr
 
 
 def test_the_otel_environment_without_opentelemetry_only_warns(tmp_path):

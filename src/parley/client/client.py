@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from contextlib import aclosing
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -127,15 +128,18 @@ class A2AClient:
         with `SubscribeToTask` from the last event id seen.
         """
         req = self._request(message, task_id, context_id, True, None)
-        async for item in self._resilient(self.transport.stream(Operation.STREAM, req)):
-            yield item
+        async with aclosing(self._resilient(self.transport.stream(Operation.STREAM, req))) as items:
+            async for item in items:  # closed with this generator, in its task (not by the garbage collector)
+                yield item
 
     async def resubscribe(self, task_id: str, *, last_event_id: str | None = None) -> AsyncIterator[m.StreamEvent]:
         """Follow a task's events until it finishes (through `input-required`: A2A 1.0 section 3.1.6);
         with `last_event_id`, replay what came after it first."""
         stream = self.transport.stream(Operation.SUBSCRIBE, m.SubscribeToTaskRequest(id=task_id), last_event_id)
-        async for item in self._resilient(stream, task_id=task_id, last_event_id=last_event_id, to_the_end=True):
-            yield item
+        async with aclosing(self._resilient(stream, task_id=task_id, last_event_id=last_event_id,
+                                            to_the_end=True)) as items:
+            async for item in items:
+                yield item
 
     async def _resilient(self, stream: AsyncIterator[StreamItem], *, task_id: str | None = None,
                          last_event_id: str | None = None, to_the_end: bool = False) -> AsyncIterator[m.StreamEvent]:
@@ -145,15 +149,16 @@ class A2AClient:
         attempts = 0
         while True:
             try:
-                async for item in stream:
-                    attempts = 0
-                    if item.event_id is not None:
-                        last_event_id = item.event_id
-                    ev = item.event
-                    task_id = task_id or _task_id_of(ev)
-                    yield ev
-                    if ends(ev):
-                        return
+                async with aclosing(stream):  # type: ignore[type-var]
+                    async for item in stream:
+                        attempts = 0
+                        if item.event_id is not None:
+                            last_event_id = item.event_id
+                        ev = item.event
+                        task_id = task_id or _task_id_of(ev)
+                        yield ev
+                        if ends(ev):
+                            return
                 return
             except (httpx.TransportError, ClientError) as exc:
                 if isinstance(exc, ClientError) and "cannot reach" not in str(exc):
