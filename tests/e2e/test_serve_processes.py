@@ -577,10 +577,10 @@ def test_public_url_flag_wins_over_the_apps(tmp_path: Path, launch: Launch) -> N
     assert_body_limit(shout, tuned.MAX_BODY_BYTES)
 
 
-def send_over_grpc(url: str, text: str, cwd: Path) -> str:
-    """`parley send --binding grpc URL TEXT` must exit 0; its output."""
+def send_over_grpc(url: str, text: str, cwd: Path, code: int = 0) -> str:
+    """`parley send --binding grpc URL TEXT` must exit `code` (0; 4 when the task waits for input); its output."""
     proc = run_parley("send", "--binding", "grpc", url, text, cwd=cwd)
-    assert proc.returncode == 0, (proc.returncode, proc.stdout, proc.stderr)
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr
     return proc.stdout
 
@@ -624,5 +624,5 @@ def test_config_with_grpc_port(where: str, tmp_path: Path, launch: Launch) -> No
     assert ("GRPC", f"127.0.0.1:{grpc_port}") in card_urls(srv.url + "/a2a/echo")
     out = send_over_grpc(srv.url + "/a2a/echo", "hello from the config", tmp_path)
     assert "completed" in out and "hello from the config" in out, out
-    out = send_over_grpc(srv.url + "/a2a/interviewer", "a topic", tmp_path)
+    out = send_over_grpc(srv.url + "/a2a/interviewer", "a topic", tmp_path, code=4)
     assert "input-required" in out, out
