@@ -11,7 +11,19 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from parley.serve import default_app
-from support import LiveServer, free_port, rpc, running
+from support import LiveServer, free_port, require, rpc, running
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "needs_extra(module, extra): the test needs `module` of the parley-a2a[extra] extra; skipped "
+        "without it, failed under CI=true (made by support.needs)")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """support.needs: a test that needs an extra skips without it, or fails under CI=true."""
+    for mark in item.iter_markers("needs_extra"):
+        require(*mark.args)
 
 
 @pytest.fixture

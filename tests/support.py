@@ -1,16 +1,22 @@
-"""Test support shared by every test folder: live Parley servers on 127.0.0.1, JSON-RPC helper.
+"""Test support shared by every test folder: live Parley servers on 127.0.0.1, JSON-RPC helper,
+and the guard of tests that need an optional extra (:func:`require`, :func:`needs`).
 
 Import it as `from support import ...` (a unique module name: several folders have a conftest)."""
 
 from __future__ import annotations
 
+import importlib
+import os
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import ModuleType
+from typing import NoReturn
 
 import httpx
+import pytest
 import uvicorn
 
 from parley.app import Parley
@@ -68,4 +74,54 @@ def rpc(url: str, method: str, params: dict | None = None, *, version: str | Non
     return httpx.post(url, json=body, headers=headers, timeout=timeout)
 
 
-__all__ = ["LiveServer", "free_port", "rpc", "running"]
+# --- optional extras ---------------------------------------------------------------------------------------------
+#
+# The gRPC, MCP and OpenTelemetry tests need modules of optional extras (all installed by the dev extra). Without
+# them a developer's run skips those tests, with the reason; the CI (CI=true) installs the dev extra, so there a
+# missing module is a broken install and the tests that need it FAIL instead of skipping silently.
+
+
+def in_ci() -> bool:
+    """Whether this run is the CI's (the environment variable CI is "true"): a missing extra fails there."""
+    return os.environ.get("CI", "").strip().lower() == "true"
+
+
+def missing_extra(module: str, extra: str, error: BaseException | str) -> NoReturn:
+    """`module` (of the parley-a2a[`extra`] extra) cannot be imported: fail under CI=true, skip otherwise.
+
+    Callable at module level (it skips the whole module), in a fixture or in a test."""
+    __tracebackhide__ = True  # reported at the caller's line
+    message = f"{module} cannot be imported ({error}): these tests need the parley-a2a[{extra}] extra"
+    if in_ci():
+        pytest.fail(f"CI=true and {message}, which the dev extra installs: `pip install -e '.[dev]'` must have "
+                    "failed", pytrace=False)
+    pytest.skip(f"{message} (set CI=true to make this a failure)", allow_module_level=True)
+
+
+def require(module: str, extra: str) -> ModuleType:
+    """Import `module`, which the parley-a2a[`extra`] extra installs: without it the calling test (or module, at
+    module level) is skipped, or fails under CI=true. Use this instead of `pytest.importorskip`."""
+    __tracebackhide__ = True
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        missing_extra(module, extra, exc)
+
+
+def available(module: str) -> bool:
+    """Whether `module` imports (to choose what to run; a test that needs it still goes through :func:`needs`)."""
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
+
+
+def needs(module: str, extra: str) -> pytest.MarkDecorator:
+    """A mark for a test or a param that needs `module` (of the parley-a2a[`extra`] extra): before the test runs,
+    tests/conftest.py does :func:`require` (skips without it, fails under CI=true). Use it instead of
+    `pytest.mark.skipif(not HAVE_...)`."""
+    return pytest.mark.needs_extra(module, extra)
+
+
+__all__ = ["LiveServer", "available", "free_port", "in_ci", "missing_extra", "needs", "require", "rpc", "running"]

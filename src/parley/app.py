@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from parley.agents.base import Agent, AgentOutput, FunctionAgent, RunContext
 from parley.protocol import models as m
+from parley.server.reserved import agent_id_problem
 from parley.settings import DEFAULT_MAX_BODY_BYTES, CardOptions, Settings
 from parley.tasks.store import TaskStore
 
@@ -45,11 +46,16 @@ class Parley:
         self.settings = settings or Settings()
 
     def add_agent(self, agent: Agent, *, default: bool = False) -> Agent:
-        """Host `agent` at `/a2a/{agent.id}`; the first one (or `default=True`) also owns `/`."""
+        """Host `agent` at `/a2a/{agent.id}`; the first one (or `default=True`) also owns `/`.
+
+        Ids that would collide with Parley's own routes (`v1`, `tasks`, `.well-known`, any id with
+        ':' ...; see :mod:`parley.server.reserved`) are refused with a ValueError saying why.
+        """
         if agent.id in self.agents:
             raise ValueError(f"an agent with id {agent.id!r} is already registered")
-        if not agent.id or "/" in agent.id:
-            raise ValueError(f"agent id {agent.id!r} must be non-empty and contain no '/'")
+        problem = agent_id_problem(agent.id)
+        if problem is not None:
+            raise ValueError(f"agent id {agent.id!r} cannot be used: {problem}")
         self.agents[agent.id] = agent
         if default or self.default_agent is None:
             self.default_agent = agent.id

@@ -10,23 +10,15 @@ before the app's shutdown, which is what `parley serve --grpc-port` does.
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import threading
 from typing import Any
 
-import pytest
+from support import require
 
-try:
-    import google.rpc.status_pb2  # noqa: F401
-    import grpc  # noqa: F401
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    if os.environ.get("CI", "").lower() == "true":
-        raise RuntimeError(
-            "grpcio / googleapis-common-protos are missing, but the dev extra installs them: "
-            "`pip install -e '.[dev]'` must have failed"
-        ) from exc
-    pytest.skip(f"the gRPC binding needs the parley-a2a[grpc] extra ({exc})", allow_module_level=True)
+# Without grpcio / googleapis-common-protos every module that imports this one is skipped (failed under CI=true).
+require("grpc", "grpc")
+require("google.rpc.status_pb2", "grpc")
 
 from parley.agents.base import ArtifactChunk, RunContext, Status
 from parley.app import Parley

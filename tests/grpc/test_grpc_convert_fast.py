@@ -10,14 +10,19 @@ input (no silent fallback hiding a difference).
 from __future__ import annotations
 
 import importlib.util
-import json
 import math
 import pathlib
 from typing import Any
 
 import pytest
+
+from support import require
+
+require("parley.grpc.convert", "grpc")  # protobuf and the generated code: skipped without them (failed under CI=true)
+
+# isort: split
 from google.protobuf import json_format
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from parley.grpc import a2a_pb2 as pb
@@ -122,17 +127,21 @@ def _ordered(value: Any) -> Any:
     return (type(value).__name__, value)
 
 
-def _check_to_dict(message: Any, *, strict: bool = True) -> None:
-    """fast.to_dict gives MessageToDict's dict, key order included (or, unless strict, falls back)."""
+def _check_to_dict(message: Any, *, falls_back: bool = False) -> None:
+    """fast.to_dict gives MessageToDict's dict, key order included; where MessageToDict fails, it falls back.
+
+    `falls_back`: the message is one the fast path hands to MessageToDict even though it succeeds (an enum
+    number the proto does not name)."""
     expected = _outcome(json_format.MessageToDict, message)
     fast_out = _outcome(fast.to_dict, message)
-    if not strict and fast_out[0] == "error" and fast_out[1][0] is fast.Fallback:
-        return
-    if expected[0] == "ok":
+    if falls_back:
+        assert expected[0] == "ok", expected
+        assert fast_out[0] == "error" and fast_out[1][0] is fast.Fallback, fast_out
+    elif expected[0] == "ok":
         assert fast_out[0] == "ok", fast_out
         assert _ordered(fast_out[1]) == _ordered(expected[1])
     else:
-        assert fast_out[0] == "error" and fast_out[1][0] is fast.Fallback
+        assert fast_out[0] == "error" and fast_out[1][0] is fast.Fallback, fast_out
 
 
 # --- encoding ------------------------------------------------------------------------
@@ -171,8 +180,8 @@ def _reference_decode(op: Operation, message: Any) -> Any:
     return v1_0.decode(op, data)
 
 
-def _check_decode(op: Operation, message: Any, *, strict: bool = True) -> None:
-    _check_to_dict(message, strict=strict)
+def _check_decode(op: Operation, message: Any, *, falls_back: bool = False) -> None:
+    _check_to_dict(message, falls_back=falls_back)
     expected = _outcome(_reference_decode, op, message)
     actual = _outcome(convert.decode_request, op, message)
     assert actual == expected
@@ -202,11 +211,9 @@ def test_decode_get_task_request_matches_json_format(task_id: str, history: int 
 @given(event=events())
 def test_to_dict_of_responses_matches_json_format(event: Any) -> None:
     """The dict side on the response messages too (a wider check of the Part / Value / Timestamp handling)."""
-    try:
-        message = _reference_encode(v1_0.encode_event(event), pb.StreamResponse)
-    except InternalError:
-        return
-    _check_to_dict(message)
+    encoded = _outcome(_reference_encode, v1_0.encode_event(event), pb.StreamResponse)
+    assume(encoded[0] == "ok")  # an event that does not fit a StreamResponse has no message to convert back
+    _check_to_dict(encoded[1])
 
 
 # --- explicit edge cases -------------------------------------------------------------
@@ -279,60 +286,92 @@ def test_part_edge_cases(part: m.Part) -> None:
         _check_encode(wire, cls, _outcome(convert.encode_result, op, task))
 
 
-def test_unusual_wire_shapes_fall_back() -> None:
-    """Inputs the fast path does not handle give json_format's result or error."""
-    cases: list[tuple[Any, type]] = [
-        ({"task": {"id": "t", "unknownField": 1}}, pb.StreamResponse),
-        ({"task": {"id": "t", "context_id": "snake"}}, pb.StreamResponse),
-        ({"task": {"id": 5}}, pb.StreamResponse),
-        ({"task": {"id": None, "status": None}}, pb.StreamResponse),
-        ({"message": {"role": 1, "parts": []}}, pb.StreamResponse),
-        ({"message": {"role": "ROLE_NOPE"}}, pb.StreamResponse),
-        ({"message": {"parts": [{"text": "a", "url": "b"}]}}, pb.StreamResponse),
-        ({"message": {"parts": [{"text": "a", "data": None}]}}, pb.StreamResponse),
-        ({"message": {"parts": [None]}}, pb.StreamResponse),
-        ({"message": {"parts": [{"raw": "not base64!"}]}}, pb.StreamResponse),
-        ({"message": {"parts": [{"raw": "-_8"}]}}, pb.StreamResponse),
-        ({"message": {"extensions": ["a", None]}}, pb.StreamResponse),
-        ({"message": {"metadata": [1]}}, pb.StreamResponse),
-        ({"task": {"status": {"timestamp": 0}}}, pb.StreamResponse),
-        ({"artifactUpdate": {"append": "true"}}, pb.StreamResponse),
-        ({"artifactUpdate": {"append": True, "lastChunk": False}}, pb.StreamResponse),
-        ({"task": {}, "message": {}}, pb.StreamResponse),
-        ([], pb.StreamResponse),
-    ]
-    for data, cls in cases:
-        expected = _outcome(json_format.ParseDict, data, cls())
-        try:
-            got = ("ok", fast.parse(data, cls))
-        except fast.Fallback:
-            got = _outcome(json_format.ParseDict, data, cls())
-        assert got[0] == expected[0], data
-        if got[0] == "ok":
-            _same_message(got[1], expected[1])
-        else:
-            assert got[1] == expected[1]
+# (wire data, message class, whether the fast path hands it to json_format)
+UNUSUAL_WIRE_SHAPES: list[tuple[Any, type, bool]] = [
+    ({"task": {"id": "t", "unknownField": 1}}, pb.StreamResponse, True),
+    ({"task": {"id": "t", "context_id": "snake"}}, pb.StreamResponse, True),
+    ({"task": {"id": 5}}, pb.StreamResponse, True),
+    ({"task": {"id": None, "status": None}}, pb.StreamResponse, False),
+    ({"message": {"role": 1, "parts": []}}, pb.StreamResponse, True),
+    ({"message": {"role": "ROLE_NOPE"}}, pb.StreamResponse, True),
+    ({"message": {"parts": [{"text": "a", "url": "b"}]}}, pb.StreamResponse, True),
+    ({"message": {"parts": [{"text": "a", "data": None}]}}, pb.StreamResponse, False),
+    ({"message": {"parts": [None]}}, pb.StreamResponse, True),
+    ({"message": {"parts": [{"raw": "not base64!"}]}}, pb.StreamResponse, True),
+    ({"message": {"parts": [{"raw": "-_8"}]}}, pb.StreamResponse, False),
+    ({"message": {"extensions": ["a", None]}}, pb.StreamResponse, True),
+    ({"message": {"metadata": [1]}}, pb.StreamResponse, True),
+    ({"task": {"status": {"timestamp": 0}}}, pb.StreamResponse, True),
+    ({"artifactUpdate": {"append": "true"}}, pb.StreamResponse, True),
+    ({"artifactUpdate": {"append": True, "lastChunk": False}}, pb.StreamResponse, False),
+    ({"task": {}, "message": {}}, pb.StreamResponse, True),
+    ([], pb.StreamResponse, True),
+]
 
 
-def test_decode_unusual_messages() -> None:
-    """Unknown enum numbers and non-finite numbers: the fast path defers to MessageToDict."""
+@pytest.mark.parametrize("data, cls, falls_back", UNUSUAL_WIRE_SHAPES,
+                         ids=[repr(case[0])[:40] for case in UNUSUAL_WIRE_SHAPES])
+def test_unusual_wire_shapes(data: Any, cls: type, falls_back: bool) -> None:
+    """Inputs the fast path does not handle fall back, and the server's encoding (fast path, then json_format)
+    gives json_format's message or its error; the inputs it does handle give json_format's message directly."""
+    quick = _outcome(fast.parse, data, cls)
+    if falls_back:
+        assert quick[0] == "error" and quick[1][0] is fast.Fallback, quick
+    else:
+        assert quick[0] == "ok", quick
+    expected = _outcome(_reference_encode, data, cls)
+    served = _outcome(convert._encode, data, cls, True)  # what encode_event / encode_result do with the wire data
+    assert served[0] == expected[0], (served, expected)
+    if expected[0] == "ok":
+        _same_message(served[1], expected[1])
+        if not falls_back:
+            _same_message(quick[1], expected[1])
+    else:
+        assert served[1] == expected[1]
+        assert served[1][0] is InternalError
+
+
+def _unusual_request(role: int = pb.ROLE_USER) -> Any:
     req = pb.SendMessageRequest()
     req.message.message_id = "m"
-    req.message.role = 99  # not a Role
+    req.message.role = role
+    return req
+
+
+def test_decode_unknown_enum_number_falls_back_and_is_invalid_params() -> None:
+    req = _unusual_request(role=99)  # not a Role
     req.message.parts.add().text = "hi"
-    _check_decode(Operation.SEND, req, strict=False)
+    _check_decode(Operation.SEND, req, falls_back=True)
+    with pytest.raises(InvalidParamsError) as info:
+        convert.decode_request(Operation.SEND, req)
+    assert "params.message.role" in info.value.message
 
-    req = pb.SendMessageRequest()
-    req.message.message_id = "m"
-    req.message.role = pb.ROLE_USER
-    req.message.parts.add().data.number_value = math.inf
-    _check_decode(Operation.SEND, req, strict=False)
-    req.message.parts[0].data.number_value = math.nan
-    _check_decode(Operation.SEND, req, strict=False)
-    req.message.parts[0].data.Clear()  # an unset Value in the oneof
-    _check_decode(Operation.SEND, req, strict=False)
+
+@pytest.mark.parametrize("number", [math.inf, -math.inf, math.nan])
+def test_decode_non_finite_numbers_fall_back_and_are_invalid_params(number: float) -> None:
+    req = _unusual_request()
+    req.message.parts.add().data.number_value = number
+    _check_decode(Operation.SEND, req)  # MessageToDict fails: so does the fast path, with Fallback
+    with pytest.raises(InvalidParamsError) as info:
+        convert.decode_request(Operation.SEND, req)
+    assert info.value.message.startswith("Invalid params: `data` holds a value JSON cannot carry (")
+
+
+def test_decode_unset_and_empty_values() -> None:
+    """An unset Value in the Part oneof is JSON null; empty lists and messages stay present and empty."""
+    req = _unusual_request()
+    req.message.parts.add().data.Clear()  # the oneof names `data`, whose Value has no kind
+    _check_decode(Operation.SEND, req)
+    assert fast.to_dict(req) == {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"data": None}]}}
+    decoded = convert.decode_request(Operation.SEND, req)
+    assert decoded.message.parts == [m.Part(data=None)]
+
     req.message.parts[0].data.list_value.SetInParent()
     req.metadata.SetInParent()
     req.configuration.SetInParent()
-    _check_decode(Operation.SEND, req, strict=False)
-    assert json.dumps(fast.to_dict(req))  # plain JSON data
+    _check_decode(Operation.SEND, req)
+    assert fast.to_dict(req) == {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"data": []}]},
+                                 "configuration": {}, "metadata": {}}
+    decoded = convert.decode_request(Operation.SEND, req)
+    assert decoded.message.parts == [m.Part(data=[])]
+    assert decoded.metadata == {} and decoded.configuration is not None

@@ -12,6 +12,8 @@ import httpx
 import pytest
 from grpc_support import CHUNKS, WAIT, artifact_text, free_port, grpc_app
 
+from support import require
+
 # isort: split
 # (grpc_support first: without grpcio it skips this module, or fails it under CI=true)
 import grpc.aio
@@ -58,7 +60,7 @@ async def test_parley_client_connects_over_grpc_from_the_card(configured):
 
 @pytest.mark.interop
 async def test_sdk_client_connects_over_grpc_from_the_card(configured):
-    pytest.importorskip("a2a.client.transports.grpc")
+    require("a2a.client.transports.grpc", "dev")  # a2a-sdk[grpc] 1.3
     from a2a.client import ClientConfig, ClientFactory
     from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
 

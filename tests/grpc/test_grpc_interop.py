@@ -20,12 +20,14 @@ from typing import Any
 import pytest
 from grpc_support import CHUNKS, SLOW_FIRST, SLOW_LAST, WAIT, artifact_text, text_of
 
+from support import require
+
 # isort: split
 # (grpc_support first: without grpcio it skips this module, or fails it under CI=true)
 import grpc
 import grpc.aio
 
-pytest.importorskip("a2a.server.request_handlers.grpc_handler", reason="a2a-sdk[grpc] 1.3 is not installed")
+require("a2a.server.request_handlers.grpc_handler", "dev")  # a2a-sdk[grpc] 1.3, of the dev extra
 
 # isort: split
 from a2a.client import ClientConfig, ClientFactory

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from grpc_support import WAIT  # noqa: F401
 
+from support import require
+
 # isort: split
 # (grpc_support first: without grpcio it skips this module, or fails it under CI=true)
 import grpc
@@ -53,7 +55,7 @@ def _strip_json_names(msg: descriptor_pb2.DescriptorProto) -> None:
 
 
 def _compile(tmp_path: Path) -> descriptor_pb2.FileDescriptorProto:
-    protoc = pytest.importorskip("grpc_tools.protoc")
+    protoc = require("grpc_tools.protoc", "dev")  # grpcio-tools
     import google.api
 
     googleapis = Path(google.api.__path__[0]).parents[1]
@@ -89,7 +91,7 @@ def test_the_proto_declares_its_origin_and_license():
 @pytest.mark.interop
 def test_same_schema_as_a2a_sdk_1_3():
     """Every message, field, enum, RPC and option of a2a-sdk 1.3's a2a.proto, except file-level language options."""
-    sdk_pb = pytest.importorskip("a2a.types.a2a_pb2")
+    sdk_pb = require("a2a.types.a2a_pb2", "dev")  # a2a-sdk 1.3
     ours = _file_proto(pb.DESCRIPTOR.serialized_pb)
     theirs = _file_proto(sdk_pb.DESCRIPTOR.serialized_pb)
     for fd in (ours, theirs):
@@ -101,7 +103,7 @@ def test_same_schema_as_a2a_sdk_1_3():
 @pytest.mark.interop
 def test_lives_alongside_a2a_sdk_types():
     """Both sets of lf.a2a.v1 classes load in one process (Parley's sit in a private pool) and share the wire."""
-    sdk_pb = pytest.importorskip("a2a.types.a2a_pb2")
+    sdk_pb = require("a2a.types.a2a_pb2", "dev")  # a2a-sdk 1.3
     assert sdk_pb.Task is not pb.Task
     ours = json_format.ParseDict({"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_WORKING"},
                                   "metadata": {"a": [1, "x"]}}, pb.Task())

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 from fake_llm import free_port, text, tool_calls
 
-pytest.importorskip("mcp")
+from support import require
+
+require("mcp", "mcp")
 
 from parley.agents.llm import LLMAgent
 from parley.agents.tools import ToolError

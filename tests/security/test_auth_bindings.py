@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 import pytest
 
+from support import needs
 from parley.agents.base import RunContext
 from parley.app import Parley, Settings
 from parley.client import A2AClient
@@ -51,7 +52,7 @@ OPS_SCOPE = "ops"
 HOOK = "https://203.0.113.9/parley"  # TEST-NET-3, allowed explicitly below (nothing is sent there)
 
 PAIRS = [("JSONRPC", "1.0"), ("JSONRPC", "0.3"), ("HTTP+JSON", "1.0"), ("HTTP+JSON", "0.3"), ("GRPC", "1.0")]
-GRPC_MARK = [pytest.mark.skipif(not HAVE_GRPC, reason="the gRPC binding needs parley-a2a[grpc]")]
+GRPC_MARK = [needs("grpc", "grpc")]
 
 
 def pairs(*only: tuple[str, str]) -> list[Any]:
@@ -216,7 +217,7 @@ async def wire(env: Env, binding: str, version: str, op: str, *, agent: str = "a
         resp = await http.request(verb, env.srv.agent_url(agent) + path.replace("{id}", task_id), headers=headers,
                                   json=payload)
         reason = None
-        if resp.headers.get("content-type", "").startswith("application/json"):
+        if resp.headers.get("content-type", "").startswith(("application/json", "application/a2a+json")):
             err = resp.json().get("error") if isinstance(resp.json(), dict) else None
             if isinstance(err, dict):
                 reason = next((d.get("reason") for d in err.get("details") or [] if d.get("@type") == ERROR_INFO),

@@ -41,6 +41,7 @@ from typing import Any
 import httpx
 import pytest
 
+from support import needs
 from parley.protocol import models as m
 from parley.protocol.codec import from_wire
 from parley.protocol.errors import A2AError
@@ -84,7 +85,7 @@ def world() -> Iterator[tuple[Secured, list[bytes]]]:
 
 
 def _params() -> list[Any]:
-    skip = pytest.mark.skipif(not HAVE_GRPC, reason="the gRPC binding needs parley[grpc]")
+    skip = needs("grpc", "grpc")
     return [pytest.param(b, id=b, marks=[skip] if b.startswith("GRPC") else []) for b in BINDINGS]
 
 

@@ -28,6 +28,7 @@ from typing import Any
 import httpx
 import pytest
 
+from support import needs
 from parley.protocol.codec import json_depth
 from parley.settings import LimitSettings
 
@@ -63,7 +64,7 @@ LIMITS = LimitSettings(max_parts=64, max_text_bytes=1 << 20, max_file_bytes=1 <<
                        max_metadata_depth=16, max_json_depth=64)
 BODY_LIMIT = 4 << 20  # max_body_bytes: ids of a million characters fit, the 413 test sends more
 MILLION = 1_000_000
-needs_grpc = pytest.mark.skipif(not HAVE_GRPC, reason="the gRPC binding needs parley[grpc]")
+needs_grpc = needs("grpc", "grpc")
 
 
 @pytest.fixture(scope="module")

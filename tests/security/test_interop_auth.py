@@ -51,7 +51,7 @@ from parley.client import A2AClient
 from parley.protocol import models as m
 from parley.security.keys import MemoryKeyStore
 from parley.settings import AuthSettings, JwtSettings
-from support import LiveServer, free_port
+from support import LiveServer, free_port, needs
 
 from .jwks_server import AUDIENCE, ISSUER, JwksServer, Signer, claims
 
@@ -74,7 +74,7 @@ PARLEY_CLI = Path(sys.executable).with_name("parley")
 WAIT = 20.0
 AGENT = "who"
 KEY_PRINCIPAL = "sdk-key-user"
-needs_grpc = pytest.mark.skipif(not HAVE_GRPC, reason="the gRPC binding needs parley-a2a[grpc]")
+needs_grpc = needs("grpc", "grpc")
 
 
 # --- a secured Parley: API keys and JWTs from a JWKS ----------------------------------------------

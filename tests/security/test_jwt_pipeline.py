@@ -34,7 +34,7 @@ import pytest
 from parley.app import Parley, Settings
 from parley.protocol import models as m
 from parley.settings import AuthSettings, JwtSettings
-from support import LiveServer, free_port
+from support import LiveServer, free_port, needs
 
 from .jwks_server import AUDIENCE, ISSUER, JwksServer, Signer, claims, handmade
 
@@ -55,7 +55,7 @@ LEEWAY = 10.0
 TIMEOUT = 20.0
 HOUR = 3600
 
-needs_grpc = pytest.mark.skipif(not HAVE_GRPC, reason="the gRPC binding needs parley-a2a[grpc]")
+needs_grpc = needs("grpc", "grpc")
 BINDINGS = ["jsonrpc", "rest", pytest.param("grpc", marks=needs_grpc)]
 
 

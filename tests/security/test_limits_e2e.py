@@ -45,7 +45,7 @@ from parley.protocol.operations import Operation
 from parley.runtime import Runtime
 from parley.settings import LimitSettings
 from parley.tasks.store import TaskQuery
-from support import LiveServer, free_port
+from support import LiveServer, free_port, needs
 
 from .secured import ENV, PARLEY, served
 
@@ -60,7 +60,7 @@ try:  # the gRPC binding needs the parley-a2a[grpc] extra (installed by the dev 
 except ImportError:  # pragma: no cover - depends on the environment
     HAVE_GRPC = False
 
-needs_grpc = pytest.mark.skipif(not HAVE_GRPC, reason="the gRPC binding needs parley-a2a[grpc]")
+needs_grpc = needs("grpc", "grpc")
 
 WAIT = 15.0  # the longest one observable step may take before a test fails; never a pacing delay
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"

@@ -36,7 +36,7 @@ from parley.server.access import NO_GRANT, Access, Credentials, Principal
 from parley.server.app import create_app
 from parley.server.pipeline import Call, Pipeline
 from parley.settings import LimitSettings
-from support import LiveServer, free_port
+from support import LiveServer, free_port, needs
 
 try:  # the gRPC binding needs the parley-a2a[grpc] extra (installed by the dev extra)
     import grpc  # noqa: F401
@@ -668,7 +668,7 @@ async def test_two_principals_have_separate_buckets(live):
         assert (await jsonrpc(http, srv.url("quick"), "ListTasks", {}, "alice")).status_code == 429
 
 
-@pytest.mark.skipif(not HAVE_GRPC, reason="the gRPC binding needs parley-a2a[grpc]")
+@needs("grpc", "grpc")
 async def test_grpc_refuses_with_resource_exhausted_and_shares_the_bucket(live):
     """Over gRPC (tenant = agent) the third ListTasks of a burst of 2 is RESOURCE_EXHAUSTED with the
     RATE_LIMITED ErrorInfo; the bucket is the principal's on that agent whatever the binding, so JSON-RPC

@@ -24,16 +24,12 @@ from parley.client.jsonrpc import StreamItem
 from parley.protocol import models as m
 from parley.protocol.operations import Operation
 from parley.protocol.states import is_terminal
-from support import LiveServer, free_port
+from support import LiveServer, available, free_port, in_ci, needs, require
 
-try:  # the gRPC binding needs the parley[grpc] extra (installed by the dev extra)
-    import grpc  # noqa: F401
-
-    from parley.client.grpc import GrpcTransport
-
-    HAVE_GRPC = True
-except ImportError:  # pragma: no cover - depends on the environment
-    HAVE_GRPC = False
+# The gRPC binding needs the parley-a2a[grpc] extra (installed by the dev extra): without it the gRPC pair is
+# skipped, and fails under CI=true (see support.needs).
+GRPC_CLIENT = "parley.client.grpc"
+HAVE_GRPC = available(GRPC_CLIENT)
 
 WAIT = 15.0  # the longest a single observable step may take before the test fails; never a pacing delay
 USER_HEADER = "X-Test-User"
@@ -51,9 +47,16 @@ PAIR_IDS = [f"{b}-{v}" for b, v in PAIRS]
 
 
 def pair_params() -> list[Any]:
-    """PAIRS as pytest params; the gRPC one is skipped without the parley[grpc] extra."""
-    marks = {"GRPC": [pytest.mark.skipif(not HAVE_GRPC, reason="the gRPC binding needs parley[grpc]")]}
+    """PAIRS as pytest params; the gRPC one needs the parley-a2a[grpc] extra (skipped without it, failed under
+    CI=true)."""
+    marks = {"GRPC": [needs(GRPC_CLIENT, "grpc")]}
     return [pytest.param(b, v, id=f"{b}-{v}", marks=marks.get(b, [])) for b, v in PAIRS]
+
+
+def served_pairs() -> list[tuple[str, str]]:
+    """The pairs a test that goes over every binding in turn covers: the gRPC one only with the extra, except under
+    CI=true, where it is always there (and :func:`connect` fails without the extra)."""
+    return [(b, v) for b, v in PAIRS if b != "GRPC" or HAVE_GRPC or in_ci()]
 
 
 # --- live servers ---------------------------------------------------------------------------------
@@ -123,8 +126,9 @@ def start(app: Parley, *, grpc: bool = True, self_url: bool = False, **access: A
 async def connect(srv: Server, agent_id: str, binding: str, version: str, *, user: str | None = None) -> A2AClient:
     """A Parley client for one agent over (binding, version), as `user` (header / gRPC metadata) if given."""
     if binding == "GRPC":
+        transport = require(GRPC_CLIENT, "grpc").GrpcTransport
         metadata = [(USER_METADATA, user)] if user is not None else None
-        return A2AClient(GrpcTransport(None, srv.grpc_target, "1.0", tenant=agent_id, metadata=metadata))
+        return A2AClient(transport(None, srv.grpc_target, "1.0", tenant=agent_id, metadata=metadata))
     headers = {USER_HEADER: user} if user is not None else None
     client = await A2AClient.connect(srv.agent_url(agent_id), bindings=[binding], version=version, headers=headers)
     assert (client.binding, client.version) == (binding, version)
@@ -247,7 +251,7 @@ async def http_get(url: str, **kw: Any) -> httpx.Response:
 
 
 __all__ = [
-    "HAVE_GRPC", "PAIRS", "PAIR_IDS", "USER_HEADER", "USER_METADATA", "WAIT", "CountRequests", "Reader", "Server",
-    "artifact_texts", "connect", "http_get", "is_final", "is_status", "msg_text", "pair_params", "reached",
-    "start", "states", "task_text", "text_of", "user_msg", "view",
+    "GRPC_CLIENT", "HAVE_GRPC", "PAIRS", "PAIR_IDS", "USER_HEADER", "USER_METADATA", "WAIT", "CountRequests", "Reader",
+    "Server", "artifact_texts", "connect", "http_get", "is_final", "is_status", "msg_text", "pair_params", "reached",
+    "served_pairs", "start", "states", "task_text", "text_of", "user_msg", "view",
 ]

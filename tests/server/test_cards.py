@@ -54,22 +54,59 @@ def test_card_without_version_has_legacy_fields(card_paths, which):
         assert card["name"] == "Interviewer"
 
 
+# What the built-in agents declare (parley.agents.builtin), as their 1.0 cards show it.
+AGENT_CARDS = {
+    "echo": {
+        "name": "Echo",
+        "description": "Echoes your message back, streamed in chunks as artifact updates.",
+        "skills": [{"id": "echo", "name": "Echo", "description": "Repeats the text it receives, streamed in chunks.",
+                    "tags": ["echo", "test"], "examples": ["hello world"]}],
+    },
+    "interviewer": {
+        "name": "Interviewer",
+        "description": "Asks one follow-up question (input-required), then answers using both replies.",
+        "skills": [{"id": "interview", "name": "Interview",
+                    "description": "Asks a follow-up question before answering (multi-turn, input-required).",
+                    "tags": ["multi-turn", "test"], "examples": ["I want to learn Rust"]}],
+    },
+}
+
+
+def expected_v1_card(agent: str, endpoint: str) -> dict:
+    """The whole 1.0 card of a built-in agent served at `endpoint` by the lab server (no gRPC, no security)."""
+    return {
+        "name": AGENT_CARDS[agent]["name"],
+        "description": AGENT_CARDS[agent]["description"],
+        "supportedInterfaces": [  # every binding and version served, the preferred (JSON-RPC 1.0) first
+            {"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+            {"url": endpoint, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+            {"url": endpoint, "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
+        ],
+        "version": "1.0.0",
+        "capabilities": {"streaming": True, "pushNotifications": True, "extendedAgentCard": False},
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": AGENT_CARDS[agent]["skills"],
+        "provider": {"organization": "Parley", "url": endpoint},
+    }
+
+
 @pytest.mark.parametrize("which", PATHS)
-def test_card_for_v1_has_no_legacy_fields(card_paths, which):
-    url, endpoint, _ = card_paths[which]
+def test_card_for_v1_is_the_agents_card_without_legacy_fields(card_paths, which):
+    url, endpoint, agent = card_paths[which]
     r = _get(url, **{"A2A-Version": "1.0"})
     assert r.status_code == 200
+    assert r.headers["content-type"].startswith("application/json")
     card = r.json()
-    assert REQUIRED_V1 <= set(card)
     assert not (LEGACY_FIELDS & set(card)), LEGACY_FIELDS & set(card)
-    first = card["supportedInterfaces"][0]
-    assert first == {"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+    assert card == expected_v1_card(agent, endpoint)
 
 
 def test_card_for_v1_via_query_parameter(card_paths):
-    url, _, _ = card_paths["root"]
+    url, endpoint, agent = card_paths["root"]
     card = _get(url + "?A2A-Version=1.0").json()
-    assert not (LEGACY_FIELDS & set(card))
+    assert card == expected_v1_card(agent, endpoint)
 
 
 @pytest.mark.parametrize("version", [None, "1.0"])

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterator
+from dataclasses import dataclass
+
 import pytest
 from srvkit import DIALECTS, Dialect, Lab, Live, lab_app, text_of, uid
 
+from parley.protocol import models as m
+from parley.tasks.log import Entry
+from parley.tasks.memory_store import MemoryTaskStore
 from parley.tasks.sqlite_store import SqliteTaskStore
+from parley.tasks.store import TaskRecord
 
 
 def _pages(d: Dialect, url: str, **params) -> list[dict]:
@@ -158,21 +166,56 @@ def test_get_task_history_length(lab_server, d: Dialect):
     assert d.error(url, "get", {"id": t["id"], "historyLength": -1})["code"] == -32602
 
 
+OLD_TIMESTAMP = "2001-02-03T04:05:06.789Z"  # long before any task a test creates
+
+
+@dataclass
+class Seeded:
+    """A live server whose store already holds one completed echo task of `context_id`, settled at OLD_TIMESTAMP."""
+
+    live: Live
+    context_id: str
+    old_task_id: str
+
+
+@pytest.fixture
+def seeded_server() -> Iterator[Seeded]:
+    store = MemoryTaskStore()
+    ctx, task_id = uid("ctx-"), uid("old-")
+    question = m.Message(message_id=uid("m-"), role=m.Role.USER, parts=[m.Part(text="from long ago")],
+                         task_id=task_id, context_id=ctx)
+    task = m.Task(id=task_id, context_id=ctx, history=[question],
+                  status=m.TaskStatus(state=m.TaskState.COMPLETED, timestamp=OLD_TIMESTAMP))
+    settled = 981173106.789  # OLD_TIMESTAMP as a Unix time
+    record = TaskRecord(task=task, agent_id="echo", owner="anonymous", seq=1, created_at=settled, updated_at=settled)
+    asyncio.run(store.create(record, Entry(1, task)))  # what an earlier run of the server left behind
+    srv = Live(lab_app(Lab(), store=store)).start()
+    yield Seeded(srv, ctx, task_id)
+    srv.stop()
+
+
 @pytest.mark.parametrize("d", DIALECTS, ids=["v0.3", "v1.0"])
-def test_status_timestamp_after(lab_server, d: Dialect):
-    url, ctx = lab_server.url, uid("ctx-")
+def test_status_timestamp_after(seeded_server, d: Dialect):
+    """Only tasks whose status changed at or after the cut are listed: the old task is left out of every cut
+    later than its timestamp (the filter always has something to drop) and is in from its own timestamp on."""
+    url, ctx, old = seeded_server.live.url, seeded_server.context_id, seeded_server.old_task_id
     first = d.send(url, "early", context_id=ctx)
     second = d.send(url, "late", context_id=ctx)
-    cut = second["status"]["timestamp"]
-    page = d.list(url, contextId=ctx, statusTimestampAfter=cut)
-    ids = [t["id"] for t in page["tasks"]]
-    assert second["id"] in ids
-    assert all(t["status"]["timestamp"] >= cut for t in page["tasks"])
-    if first["status"]["timestamp"] < cut:
-        assert first["id"] not in ids
-    everything = d.list(url, contextId=ctx, statusTimestampAfter=first["status"]["timestamp"])
-    assert {t["id"] for t in everything["tasks"]} == {first["id"], second["id"]}
-    assert d.list(url, contextId=ctx, statusTimestampAfter="2999-01-01T00:00:00Z")["tasks"] == []
+    assert OLD_TIMESTAMP < first["status"]["timestamp"] <= second["status"]["timestamp"]
+
+    def listed(cut: str) -> set[str]:
+        page = d.list(url, contextId=ctx, statusTimestampAfter=cut)
+        assert page["totalSize"] == len(page["tasks"])
+        return {t["id"] for t in page["tasks"]}
+
+    assert {t["id"] for t in d.list(url, contextId=ctx)["tasks"]} == {old, first["id"], second["id"]}
+    assert listed(OLD_TIMESTAMP) == {old, first["id"], second["id"]}  # inclusive
+    assert listed("2001-02-03T04:05:06.790Z") == {first["id"], second["id"]}  # one millisecond later
+    assert listed("2001-02-03T05:05:06.790+01:00") == {first["id"], second["id"]}  # the same instant, in +01:00
+    assert listed("2001-02-03T05:05:06.788+01:00") == {old, first["id"], second["id"]}
+    assert listed(first["status"]["timestamp"]) == {first["id"], second["id"]}
+    assert second["id"] in listed(second["status"]["timestamp"])
+    assert listed("2999-01-01T00:00:00Z") == set()
     assert d.error(url, "list", {"statusTimestampAfter": "last tuesday"})["code"] == -32602
 
 

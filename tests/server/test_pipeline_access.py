@@ -23,7 +23,18 @@ from typing import Any, ClassVar
 
 import httpx
 import pytest
-from accesskit import HAVE_GRPC, USER_HEADER, USER_METADATA, WAIT, Reader, Server, connect, pair_params, start, user_msg
+from accesskit import (
+    USER_HEADER,
+    USER_METADATA,
+    WAIT,
+    Reader,
+    Server,
+    connect,
+    pair_params,
+    served_pairs,
+    start,
+    user_msg,
+)
 from srvkit import uid
 
 from parley.agents.base import RunContext
@@ -228,7 +239,9 @@ async def raw(srv: Server, binding: str, version: str, op: str, *, agent: str = 
         verb, path = REST_ROUTES[version][op]
         url = srv.agent_url(agent) + path.replace("{id}", task_id)
         resp = await http.request(verb, url, headers=headers, json=_rest_body(version, op))
-        assert resp.headers["content-type"].startswith("application/json"), (resp.status_code, resp.text[:200])
+        # A2A 1.0 section 11.1: 1.0 HTTP+JSON answers application/a2a+json; 0.3 HTTP+JSON application/json
+        media = "application/a2a+json" if version == "1.0" else "application/json"
+        assert resp.headers["content-type"].startswith(media), (resp.status_code, resp.text[:200])
         err = resp.json()["error"]
         reason = next((d.get("reason") for d in err.get("details") or [] if d.get("@type") == ERROR_INFO), None)
         return str(resp.status_code), reason
@@ -343,7 +356,7 @@ async def test_tasks_belong_to_their_principal_over_every_binding(env, clients, 
     theirs = await (await clients("ask", binding, version, bob)).send("bob's question")
     assert mine.status.state is S.INPUT_REQUIRED and theirs.status.state is S.INPUT_REQUIRED
 
-    for b, v in [p.values for p in pair_params() if not p.marks or HAVE_GRPC]:
+    for b, v in served_pairs():
         as_alice = await clients("ask", b, v, alice)
         as_bob = await clients("ask", b, v, bob)
         where = f"{b} {v}"

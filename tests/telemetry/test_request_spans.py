@@ -9,7 +9,7 @@ from otelkit import Otel, hex_id, make_app
 
 from parley.client import A2AClient
 from parley.protocol import models as m
-from support import free_port, rpc
+from support import free_port, require, rpc
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
 PARENT = "b7ad6b7169203331"
@@ -184,8 +184,7 @@ def test_a_traceparent_from_the_caller_is_the_parent_of_the_server_span(spans, s
 @pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON", "GRPC"])
 async def test_the_client_sends_its_span_as_the_parent_of_the_server_span(spans, serve, binding):
     if binding == "GRPC":
-        pytest.importorskip("grpc", reason="the gRPC binding needs parley[grpc]")
-        import parley.client.grpc  # noqa: F401  registers the transport
+        require("parley.client.grpc", "grpc")  # registers the transport
     srv = serve(make_app(grpc_port=free_port() if binding == "GRPC" else None))
     tracer = spans.tracer_provider.get_tracer("tests")
     with tracer.start_as_current_span("caller") as caller:
@@ -213,8 +212,7 @@ async def test_the_client_sends_its_span_as_the_parent_of_the_server_span(spans,
 
 
 async def test_a_grpc_error_is_its_status_code(spans, serve):
-    pytest.importorskip("grpc", reason="the gRPC binding needs parley[grpc]")
-    import parley.client.grpc  # noqa: F401
+    require("parley.client.grpc", "grpc")  # registers the transport
     from parley.protocol.errors import TaskNotFoundError
 
     srv = serve(make_app(grpc_port=free_port()))

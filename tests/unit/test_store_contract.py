@@ -542,7 +542,13 @@ async def test_sqlite_keeps_everything_across_a_reopen(tmp_path: Path) -> None:
     await put(first, new_task(), message=key("m-1"), lease=Lease("A", 50.0), parent="up")
     await advance(first, "t1", status(S.WORKING), checkpoint={"k": 1},
                   links=[TaskLink("t1", "http://a/a2a/x", "c1", "x", 1.0)])
-    await first.put_push_config(m.TaskPushNotificationConfig(url="u", task_id="t1", id="p"))
+    config = m.TaskPushNotificationConfig(url="https://hooks.example.com/a2a?x=1", task_id="t1", id="p", tenant="ten",
+                                          token="tok-1", authentication=m.AuthenticationInfo(scheme="Bearer",
+                                                                                             credentials="secret"))
+    plain = m.TaskPushNotificationConfig(url="https://hooks.example.com/plain", task_id="t1", id="q")
+    await first.put_push_config(StoredPushConfig(config, version="0.3", artifacts=True, created_at=12.5))
+    await first.put_push_config(plain)
+    await first.disable_push_config("t1", "q", at=40.0)
     await first.close()
     second = SqliteTaskStore(path)
     try:
@@ -553,7 +559,11 @@ async def test_sqlite_keeps_everything_across_a_reopen(tmp_path: Path) -> None:
         assert [k.child_task_id for k in await second.links("t1")] == ["c1"]
         assert await second.lease("t1") == Lease("A", 50.0)
         assert [c.seq for c in await second.changes_after(0)] == [1, 2]
-        assert await second.get_push_config("t1", "p") is not None
+        assert await second.get_push_config("t1", "p") == config
+        assert await second.list_push_configs("t1") == [config, plain]
+        assert await second.push_target("t1", "p") == StoredPushConfig(config, version="0.3", artifacts=True,
+                                                                        created_at=12.5)
+        assert await second.push_target("t1", "q") == StoredPushConfig(plain, disabled_at=40.0)
     finally:
         await second.close()
 

@@ -3,8 +3,10 @@
 1.0 paths hang off the interface URL (`{url}/message:send`, `{url}/tasks/{id}`, ...);
 0.3 paths carry a `/v1` prefix and ProtoJSON bodies of the 0.3 schema
 (`protocol/v0_3_rest.py`). Errors come back as `google.rpc.Status` bodies; the
-`ErrorInfo.reason` names the typed error, and servers that send no reason (the
-0.3.26 SDK answers `{"message": ...}`) are mapped by HTTP status.
+`ErrorInfo.reason` names the typed error; bodies without one but with a known numeric
+A2A error code at the top level (0.3 servers such as a2a-js: `{"code": -32004, "message":
+...}`) are mapped by that code, and the rest (the 0.3.26 SDK answers `{"message": ...}`)
+by HTTP status.
 """
 
 from __future__ import annotations
@@ -173,7 +175,9 @@ class RestTransport:
 
 
 def error_from_response(status: int, body: Any, op: Operation, url: str) -> Exception:
-    """The typed A2A error of an HTTP+JSON error answer (ErrorInfo reason, else the HTTP status)."""
+    """The typed A2A error of an HTTP+JSON error answer: by the ErrorInfo reason, else by a known numeric
+    A2A error code at the top of the body (0.3 servers: `{"code": -32001, "message": ...}`), else by the
+    HTTP status."""
     err = body.get("error") if isinstance(body, dict) else None
     message = None
     reason = None
@@ -188,6 +192,8 @@ def error_from_response(status: int, body: Any, op: Operation, url: str) -> Exce
     if message is None and isinstance(body, dict):
         message = body.get("message")
     cls = _BY_REASON.get(reason) if isinstance(reason, str) else None
+    if cls is None and isinstance(body, dict):
+        cls = e.error_class(body.get("code"))
     if cls is None:
         if status == 404:
             cls = e.TaskNotFoundError if op in _TASK_OPS else e.MethodNotFoundError

@@ -16,8 +16,10 @@ from typing import Any, Literal
 import msgspec
 from msgspec import Struct, field
 
+from parley.server.reserved import agent_id_problem
 from parley.settings import PushSettings, Settings
 
+# Letters, digits, . _ - (not first: no leading '.'); and not a path Parley serves itself (agent_id_problem).
 AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -195,6 +197,8 @@ def check(config: Config) -> None:
         key = f"agents[{i}]"
         if not AGENT_ID.match(agent.id):
             raise ConfigError(path, f"{key}.id", f"{agent.id!r} is not a valid agent id (letters, digits, . _ -)")
+        if (problem := agent_id_problem(agent.id)) is not None:
+            raise ConfigError(path, f"{key}.id", f"{agent.id!r} is not a valid agent id: {problem}")
         if agent.id in ids:
             raise ConfigError(path, f"{key}.id", f"duplicate agent id {agent.id!r}")
         ids.add(agent.id)

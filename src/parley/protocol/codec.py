@@ -1,8 +1,9 @@
 """Encoding and validated decoding of the canonical model (sans-IO).
 
 `to_wire` turns a struct into plain JSON-ready data (the A2A 1.0 shape);
-`from_wire` validates plain data into a struct and turns validation failures
-into :class:`InvalidParamsError` with the path of the offending field.
+`from_wire` validates plain data into a struct (reading proto field names too, for
+A2A 1.0's ProtoJSON) and turns validation failures into :class:`InvalidParamsError`
+with the path of the offending field.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from parley.protocol.errors import InvalidParamsError, InvalidRequestError, ParseError
+from parley.protocol.names import accept_proto_names
 
 T = TypeVar("T")
 
@@ -45,8 +47,14 @@ def to_wire(obj: Any) -> Any:
     return msgspec.to_builtins(obj)
 
 
-def from_wire(data: Any, cls: type[T], *, what: str = "params") -> T:
-    """Validate plain data into `cls`; raise InvalidParamsError on failure."""
+def from_wire(data: Any, cls: type[T], *, what: str = "params", proto_names: bool = False) -> T:
+    """Validate plain data into `cls`; raise InvalidParamsError on failure.
+
+    With `proto_names` (A2A 1.0 JSON, which is ProtoJSON), the proto name of a field is read like its
+    JSON name, in `cls` and every struct nested in it (:mod:`parley.protocol.names`).
+    """
+    if proto_names:
+        data = accept_proto_names(data, cls, what)
     try:
         return msgspec.convert(data, cls)
     except msgspec.ValidationError as exc:

@@ -221,6 +221,13 @@ ACCESS_ERRORS: tuple[type[A2AError], ...] = (UnauthenticatedError, PermissionDen
 _BY_CODE: dict[int, type[A2AError]] = {cls.code: cls for cls in (*ALL_ERRORS, *ACCESS_ERRORS)}
 
 
+def error_class(code: Any) -> type[A2AError] | None:
+    """The error class of a known numeric A2A / JSON-RPC error code (-32001: TaskNotFoundError), else None."""
+    if isinstance(code, bool) or not isinstance(code, int):
+        return None
+    return _BY_CODE.get(code)
+
+
 def error_from_jsonrpc(error: dict[str, Any]) -> A2AError:
     """Rebuild a typed error from a JSON-RPC `error` object (client side)."""
     code = error.get("code")

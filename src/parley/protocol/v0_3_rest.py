@@ -12,8 +12,8 @@ bodies are the protobuf JSON mapping of the 0.3 `a2a.proto`:
 * push configs are `{name: "tasks/{id}/pushNotificationConfigs/{cid}", pushNotificationConfig: {...}}`.
 
 As ProtoJSON parsers must, decoding accepts the proto field names as well as the
-JSON names (`message_id` and `messageId`; `request` and `message`), enum numbers as
-well as names, and treats `null` as absent. Unknown fields are ignored, as the
+JSON names (`message_id` and `messageId`; `request` and `message`; never both in one
+object), enum numbers as well as names, and treats `null` as absent. Unknown fields are ignored, as the
 official SDK does. Encoding emits only fields of the 0.3 schema, because the 0.3.26
 SDK parses strictly (`referenceTaskIds`, and `mediaType`/`filename` on text and data
 parts, have no 0.3 field and are dropped).
@@ -87,15 +87,16 @@ _CONFIG_NAME = re.compile(r"tasks/([^/]+)/pushNotificationConfigs/([^/]*)")  # n
 # --- small checked accessors -------------------------------------------------------
 
 
-
-
-
 def _field(obj: dict[str, Any], path: str, json_name: str, proto_name: str | None = None) -> tuple[Any, str]:
-    """The value of a field under its JSON name or its proto name (None if absent), and its path."""
-    value = obj.get(json_name)
-    if value is None and proto_name is not None and proto_name in obj:
+    """The value of a field under its JSON name or its proto name (None if absent), and its path.
+
+    An object that names the field both ways is refused, as protobuf's JSON parser refuses it."""
+    if proto_name is not None and proto_name != json_name and proto_name in obj:
+        if json_name in obj:
+            raise _bad(path, f"`{json_name}` and `{proto_name}` are the JSON name and the proto name of one "
+                             "field; send it once")
         return obj[proto_name], f"{path}.{proto_name}"
-    return value, f"{path}.{json_name}"
+    return obj.get(json_name), f"{path}.{json_name}"
 
 
 def _str(value: Any, path: str, *, required: bool = False) -> str | None:

@@ -1,4 +1,8 @@
-"""The A2A 1.0 dialect: method names and wire shapes (the canonical model)."""
+"""The A2A 1.0 dialect: method names and wire shapes (the canonical model).
+
+Requests are read as ProtoJSON parsers read them: proto field names as well as JSON names
+(:mod:`parley.protocol.names`); everything written uses the lowerCamel JSON names.
+"""
 
 from __future__ import annotations
 
@@ -49,8 +53,12 @@ _STREAM_KEYS: dict[type, str] = {
 
 
 def decode(op: Operation, params: Any) -> Any:
-    """Validate 1.0 params into the canonical request for `op`."""
-    return from_wire(params if params is not None else {}, REQUEST_TYPES[op])
+    """Validate 1.0 params into the canonical request for `op`.
+
+    1.0 JSON is ProtoJSON: proto field names (`context_id`) are read like the JSON names (`contextId`),
+    at any depth; an object that gives one field under both names is refused (A2A 1.0 section 5.5).
+    """
+    return from_wire(params if params is not None else {}, REQUEST_TYPES[op], proto_names=True)
 
 
 def encode_send_result(result: m.Task | m.Message) -> dict[str, Any]:

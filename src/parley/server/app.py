@@ -40,7 +40,7 @@ from parley.server.http import credentials_of
 from parley.server.jsonrpc import JsonRpcEndpoint, error_body
 from parley.server.pipeline import AgentUrl, Call
 from parley.server.rest import RestEndpoint
-from parley.server.rest_base import is_v03_path, status_body
+from parley.server.rest_base import is_v03_path
 from parley.server.rest_v03 import RestV03Endpoint
 from parley.server.service import PushLogRequest, TraceRequest
 from parley.server.urls import agent_url, base_url
@@ -80,11 +80,10 @@ class HttpServer:
         return await self.jsonrpc.handle(request, agent_id, lambda: self.agent_url(request, agent_id))
 
     async def rest_agent(self, request: Request) -> Response:
-        agent_id = request.path_params["agent_id"]
-        if agent_id not in self.runtime.agents:
-            return _unknown_agent(agent_id, rest=True)
-        return await self._rest(request, agent_id, request.path_params["rest"],
-                                lambda: self.agent_url(request, agent_id))
+        agent_id, path = request.path_params["agent_id"], request.path_params["rest"]
+        if agent_id not in self.runtime.agents:  # answered in the binding's own error body and media type
+            return self._rest_endpoint(path).error_response(request, _no_agent(agent_id))
+        return await self._rest(request, agent_id, path, lambda: self.agent_url(request, agent_id))
 
     async def rest_root(self, request: Request) -> Response:
         """REST paths of the default agent, and the `/{tenant}/...` form where the tenant names an agent."""
@@ -95,9 +94,12 @@ class HttpServer:
         agent_id = self.runtime.default_agent
         return await self._rest(request, agent_id, path, lambda: self.agent_url(request, agent_id, root=True))
 
+    def _rest_endpoint(self, path: str) -> RestEndpoint:
+        """The HTTP+JSON binding a path below an agent's base URL belongs to: 0.3 under `v1/`, else 1.0."""
+        return self.rest_v03 if is_v03_path(path) else self.rest
+
     async def _rest(self, request: Request, agent_id: str, path: str, url: AgentUrl) -> Response:
-        endpoint = self.rest_v03 if is_v03_path(path) else self.rest
-        return await endpoint.serve(request, agent_id, path, url)
+        return await self._rest_endpoint(path).serve(request, agent_id, path, url)
 
     # --- cards -----------------------------------------------------------------------------------
 
@@ -233,11 +235,13 @@ def _not_modified(request: Request, doc: CardDocument) -> bool:
     return False
 
 
-def _unknown_agent(agent_id: str, *, rest: bool = False) -> Response:
-    """404 for an agent id nobody hosts, in the body format of the binding asked for."""
-    err = MethodNotFoundError(f"No agent {agent_id!r} is hosted here; GET /agents lists them")
-    body = status_body(err) if rest else error_body(None, err, "0.3")
-    return Response(body, status_code=404, media_type="application/json")
+def _no_agent(agent_id: str) -> MethodNotFoundError:
+    return MethodNotFoundError(f"No agent {agent_id!r} is hosted here; GET /agents lists them")
+
+
+def _unknown_agent(agent_id: str) -> Response:
+    """404 for an agent id nobody hosts, as a JSON-RPC error body."""
+    return Response(error_body(None, _no_agent(agent_id), "0.3"), status_code=404, media_type="application/json")
 
 
 def create_app(runtime: Runtime) -> Starlette:

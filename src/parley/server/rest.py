@@ -12,6 +12,10 @@
     DELETE {base}/tasks/{id}/pushNotificationConfigs/{configId} Delete
     GET    {base}/extendedAgentCard       GetExtendedAgentCard
 
+JSON answers and error bodies are `application/a2a+json` (section 11.1) unless the
+request's Accept prefers `application/json`; streams are `text/event-stream`. Bodies
+and query parameters may name fields by their proto names too (`context_id`,
+`page_size`: ProtoJSON, section 5.5).
 Errors are `google.rpc.Status` bodies with an `ErrorInfo` reason and the HTTP
 status of A2A 1.0 section 5.4. `{base}/v1/...` paths belong to the 0.3 binding
 (:mod:`parley.server.rest_v03`); the machinery is :mod:`parley.server.rest_base`.
@@ -27,9 +31,10 @@ from starlette.requests import Request
 from parley.protocol import v1_0
 from parley.protocol.errors import VersionNotSupportedError
 from parley.protocol.jsonrpc import negotiate_version
+from parley.protocol.names import typed_fields
 from parley.protocol.operations import Operation
 from parley.server.rest_base import RestEndpoint as RestBinding
-from parley.server.rest_base import Routes, version_requested
+from parley.server.rest_base import Routes, negotiate_json, version_requested
 
 _ID = r"(?P<id>[^/:]+)"
 _TASK = r"(?P<taskId>[^/:]+)"
@@ -56,8 +61,12 @@ class RestEndpoint(RestBinding):
     binding_version = "1.0"
     dialect: Any = v1_0
     routes = ROUTES
-    int_params = {"historyLength", "pageSize"}
-    bool_params = {"includeArtifacts", "returnImmediately"}
+    # Query parameters that are not strings, by their JSON and their proto names (`pageSize`, `page_size`).
+    int_params, bool_params = typed_fields(*set(v1_0.REQUEST_TYPES.values()))
+
+    def media_type(self, request: Request) -> str:
+        """`application/a2a+json`, unless the request's Accept prefers `application/json` (section 11.1)."""
+        return negotiate_json(request.headers.get("accept"))
 
     def check_version(self, request: Request, path: str) -> None:
         if negotiate_version(version_requested(request)) != "1.0":

@@ -30,6 +30,7 @@ from parley.protocol.errors import (
     InvalidRequestError,
     MethodNotFoundError,
 )
+from parley.protocol.names import proto_name
 from parley.protocol.operations import Operation
 from parley.server.http import (
     KEEPALIVE_FRAME,
@@ -160,7 +161,7 @@ class RestEndpoint:
 
     async def serve(self, request: Request, agent_id: str, path: str, agent_url: AgentUrl) -> Response:
         """Match, decode, run through the pipeline and encode one request of this binding."""
-        media = _media_type(request)
+        media = self.media_type(request)
         try:
             found = match(request.method, path, self.routes)  # no route: not an A2A request at all
         except A2AError as exc:
@@ -191,6 +192,20 @@ class RestEndpoint:
         return Response(self.error_body(error), status_code=error.http_status, media_type=media,
                         headers=error.headers)
 
+    def error_response(self, request: Request, error: A2AError) -> Response:
+        """`error` as this binding answers it to `request` (body, HTTP status, media type)."""
+        return self._error(error, self.media_type(request))
+
+    def media_type(self, request: Request) -> str:
+        """The media type of this binding's JSON answers to `request` (SSE is always text/event-stream).
+
+        Here: `application/a2a+json` when the request uses it (Accept or Content-Type), else
+        `application/json`, which is what 0.3 HTTP+JSON answers; the 1.0 binding negotiates instead.
+        """
+        accept = request.headers.get("accept", "")
+        ctype = request.headers.get("content-type", "")
+        return A2A_JSON if A2A_JSON in accept or ctype.startswith(A2A_JSON) else JSON
+
     def check_version(self, request: Request, path: str) -> None:
         """Refuse requests that ask for another protocol version than this binding's."""
 
@@ -209,8 +224,10 @@ class RestEndpoint:
                     raise InvalidRequestError("Invalid request: the body must be a JSON object")
                 params.update(data)
         for key, value in found.params.items():
-            if key in params and params[key] != value:
-                raise InvalidParamsError(f"Invalid params: `{key}` in the body does not match the URL ({value!r})")
+            for name in {key, proto_name(key)}:  # the body may name it either way (ProtoJSON)
+                if name in params and params.pop(name) != value:
+                    raise InvalidParamsError(
+                        f"Invalid params: `{name}` in the body does not match the URL ({value!r})")
             params[key] = value
         return params
 
@@ -230,11 +247,35 @@ class RestEndpoint:
             yield sse_frame(self.error_body(InternalError()), event="error")
 
 
-def _media_type(request: Request) -> str:
-    accept = request.headers.get("accept", "")
-    ctype = request.headers.get("content-type", "")
-    return A2A_JSON if A2A_JSON in accept or ctype.startswith(A2A_JSON) else JSON
+def negotiate_json(accept: str | None) -> str:
+    """`application/a2a+json` (A2A 1.0 section 11.1), unless `accept` prefers `application/json` to it.
+
+    Each type gets the quality of the most specific Accept range that matches it (RFC 9110 section
+    12.5.1); `application/json` wins only with a higher one (`Accept: application/json`, or
+    `application/json, */*;q=0.1`). No Accept, `*/*`, a tie, or neither acceptable: application/a2a+json.
+    """
+    if not accept or not accept.strip():
+        return A2A_JSON
+    best: dict[str, tuple[int, float]] = {}  # candidate -> (specificity, quality) of its best range
+    for item in accept.split(","):
+        kind, *params = (p.strip() for p in item.split(";"))
+        kind = kind.lower()
+        quality = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    quality = float(value)
+                except ValueError:
+                    quality = 1.0
+        for candidate in (A2A_JSON, JSON):
+            specificity = 3 if kind == candidate else 2 if kind == "application/*" else 1 if kind == "*/*" else 0
+            if specificity and specificity > best.get(candidate, (0, 0.0))[0]:
+                best[candidate] = (specificity, quality)
+    a2a_q = best.get(A2A_JSON, (0, 0.0))[1]
+    json_q = best.get(JSON, (0, 0.0))[1]
+    return JSON if json_q > a2a_q else A2A_JSON
 
 
-__all__ = ["A2A_JSON", "MethodNotAllowed", "RestEndpoint", "RestMatch", "Routes", "is_v03_path", "match",
-           "query_params", "status_body", "status_obj", "version_requested"]
+__all__ = ["A2A_JSON", "JSON", "MethodNotAllowed", "RestEndpoint", "RestMatch", "Routes", "is_v03_path", "match",
+           "negotiate_json", "query_params", "status_body", "status_obj", "version_requested"]

@@ -15,10 +15,13 @@
 Bodies are the ProtoJSON of the 0.3 protobuf schema (`protocol/v0_3_rest.py`).
 A request without `A2A-Version` is 0.3 (A2A 1.0 section 3.6.2); one that asks
 for another version gets 400 VERSION_NOT_SUPPORTED. Errors are the same
-`google.rpc.Status` bodies as in 1.0, with two extra top-level members that the
-official 0.3-era clients read: `message` (the 0.3.26 SDK server's error body) and
+`google.rpc.Status` bodies as in 1.0, with three extra top-level members that the
+official 0.3-era clients read: `message` (the 0.3.26 SDK server's error body),
 `type` (the error class name the a2a-sdk 1.3 compat REST client maps to a typed
-error, e.g. `TaskNotFoundError`).
+error, e.g. `TaskNotFoundError`) and `code`, the A2A error's numeric code (-32001),
+which the a2a-js 0.3 REST client (`LegacyRestTransport`) maps to a typed error when
+the body has a numeric `code` and a string `message`. SSE `error` events carry the
+same body.
 """
 
 from __future__ import annotations
@@ -76,11 +79,12 @@ SDK_ERROR_TYPES = {
 }
 
 def error_body(error: A2AError) -> bytes:
-    """google.rpc.Status, plus the top-level `type` and `message` 0.3-era clients read."""
+    """google.rpc.Status, plus the top-level `type`, `code` and `message` 0.3-era clients read."""
     body: dict[str, Any] = {}
     sdk_type = SDK_ERROR_TYPES.get(error.reason)
     if sdk_type is not None:
         body["type"] = sdk_type
+    body["code"] = error.code  # the A2A (JSON-RPC) error code, e.g. -32001 for TaskNotFoundError
     body["message"] = error.message
     body.update(status_obj(error))
     return dumps(body)
