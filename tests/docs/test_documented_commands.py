@@ -57,7 +57,8 @@ class Sandbox:
         self.dir = root
         (root / ".venv").symlink_to(REPO / ".venv")
         (root / "examples").symlink_to(REPO / "examples")
-        (root / "parley.toml").write_text((REPO / "examples" / "fleet" / "parley.toml").read_text())
+        for name in ("parley.toml", "agents.py"):  # `parley serve --config parley.toml`: the example fleet, copied
+            (root / name).write_text((REPO / "examples" / "fleet" / name).read_text())
         for name, body in {**_readme_files(), **block.files}.items():
             (root / name).write_text(body)
         self.port, self.grpc_port, self.llm_port = free_port(), free_port(), llm_port

@@ -92,11 +92,15 @@ def test_serve_reports_build_errors_in_one_line(tmp_path, text, fragment):
     assert lines[0].startswith("error: ") and fragment in " ".join(lines)
 
 
-def test_the_example_fleet_crosses_all_three_agents():
-    """`parley serve --config examples/fleet/parley.toml`, then one conversation through all three."""
+@pytest.mark.parametrize("where", ["repository", "elsewhere"])
+def test_the_example_fleet_crosses_all_three_agents(where, tmp_path):
+    """`parley serve --config examples/fleet/parley.toml`, then one conversation through all three; from the
+    repository root, and from another directory (the config's Python entries are found next to the file)."""
     port = free_port()
-    proc = subprocess.Popen([*PARLEY, "serve", "--config", "examples/fleet/parley.toml", "--port", str(port),
-                             "--memory", "--log-level", "warning"], cwd=ROOT, stdout=subprocess.PIPE,
+    cwd = ROOT if where == "repository" else tmp_path
+    config = "examples/fleet/parley.toml" if where == "repository" else str(ROOT / "examples/fleet/parley.toml")
+    proc = subprocess.Popen([*PARLEY, "serve", "--config", config, "--port", str(port),
+                             "--memory", "--log-level", "warning"], cwd=cwd, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
     try:

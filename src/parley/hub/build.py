@@ -21,10 +21,14 @@ from parley.protocol import models as m
 
 
 def import_object(ref: str, path: str, key: str) -> Any:
-    """Import "package.module:attribute" or raise ConfigError naming the key."""
+    """Import "package.module:attribute" or raise ConfigError naming the key.
+
+    Modules are looked up next to the config file first (so `parley serve --config some/dir/parley.toml`
+    works from any directory), then in the directory the server starts in (like uvicorn)."""
     module_name, _, attr = ref.partition(":")
-    if os.getcwd() not in sys.path:  # like uvicorn: modules next to where the server starts
-        sys.path.insert(0, os.getcwd())
+    for folder in (os.getcwd(), config_dir(path)):  # inserted in turn: the config's directory ends up first
+        if folder is not None and folder not in sys.path:
+            sys.path.insert(0, folder)
     try:
         obj: Any = importlib.import_module(module_name)
     except Exception as exc:  # ImportError, or an error raised while importing the user's module
@@ -35,6 +39,13 @@ def import_object(ref: str, path: str, key: str) -> Any:
         except AttributeError:
             raise ConfigError(path, key, f"module {module_name!r} has no attribute {attr!r}") from None
     return obj
+
+
+def config_dir(path: str) -> str | None:
+    """The directory of the config file `path` (None for a config that is not a file)."""
+    if not path or path.startswith("<"):
+        return None
+    return os.path.dirname(os.path.abspath(path))
 
 
 def skills_of(cfg: AgentConfig) -> list[m.AgentSkill] | None:
