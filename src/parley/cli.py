@@ -10,7 +10,7 @@ import contextlib
 import functools
 import json
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, NoReturn, TypeVar
 
 import msgspec
@@ -254,14 +254,18 @@ def serve(
         except ImportError as exc:
             fail(f"--grpc-port needs the gRPC extra: pip install 'parley-a2a[grpc]' ({exc})")
     parley.settings = settings
+    _check_port(settings.host, settings.port)  # a busy port is said before anything is created or printed
+    if settings.grpc_port is not None:
+        _check_port(settings.grpc_bind_host, settings.grpc_port)
     log_config, telemetry_on = _observability(otel, log_format, log_level)  # parley.telemetry, before asgi()
-    try:
-        asgi = parley.asgi(settings)
-    except StoreError as exc:
-        fail(str(exc))
-    except ValueError as exc:  # a credential setting that cannot be used (a JWT secret variable unset, ...)
-        fail(str(exc))
-    _check_open_mode(asgi.state.parley, settings)
+    with _removed_if_start_fails(settings.db if settings.db != MEMORY else None):
+        try:
+            asgi = parley.asgi(settings)
+        except StoreError as exc:
+            fail(str(exc))
+        except ValueError as exc:  # a credential setting that cannot be used (a JWT secret variable unset, ...)
+            fail(str(exc))
+        _check_open_mode(asgi.state.parley, settings)
     base = settings.public_url or f"http://{settings.host}:{settings.port}"
     err.print(f"[bold]Parley[/] serving {len(parley.agents)} agent(s) at {base}  (default: {parley.default_agent})",
               highlight=False)
@@ -283,6 +287,37 @@ def serve(
             from parley.telemetry import shutdown_telemetry
 
             shutdown_telemetry()
+
+
+def _check_port(host: str, port: int) -> None:
+    """Fail now, in one line, when `host:port` cannot be listened on (busy, or not an address of this machine)."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT is no obstacle
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+
+
+@contextlib.contextmanager
+def _removed_if_start_fails(db: str | None) -> Iterator[None]:
+    """A database directory this start creates is removed again when the start fails (no `.parley/` left
+    behind by a refused or broken start); one that existed before is never touched."""
+    from pathlib import Path
+
+    folder = Path(db).parent if db else None
+    fresh = folder is not None and not folder.exists()
+    try:
+        yield
+    except BaseException:
+        if fresh and folder is not None:
+            import shutil
+
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
 
 
 def _check_open_mode(runtime: Any, settings: Any) -> None:

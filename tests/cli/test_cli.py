@@ -581,3 +581,35 @@ def test_card_lists_each_interface_once_and_tasks_list_shows_whole_ids(server: A
     narrow = subprocess.run([*PARLEY, "tasks", "list", server.url], capture_output=True, text=True,
                             env={**ENV, "COLUMNS": "80"}, timeout=TIMEOUT)
     assert narrow.returncode == 0 and task["id"] in narrow.stdout, narrow.stdout
+
+
+# --- starts that fail ------------------------------------------------------------------------------------------------
+
+
+def test_a_busy_port_is_reported_before_the_banner(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([*PARLEY, "serve", "--port", str(port), "--memory"], cwd=tmp_path, capture_output=True,
+                              text=True, env=ENV, timeout=TIMEOUT)
+    line = assert_one_error_line(done, f"cannot listen on 127.0.0.1:{port}")
+    assert "serving" not in done.stderr, line
+    assert not (tmp_path / ".parley").exists()
+
+
+def test_a_refused_start_leaves_no_parley_directory_but_keeps_one_that_existed(tmp_path: Path) -> None:
+    """`parley serve --host 0.0.0.0` with no credentials is refused (docs/security.md, Modes): the `.parley/`
+    it would have used is not left behind; a `.parley/` that was there before stays, with its files."""
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    args = [*PARLEY, "serve", "--host", "0.0.0.0", "--port", str(free_port())]
+    done = subprocess.run(args, cwd=fresh, capture_output=True, text=True, env=ENV, timeout=TIMEOUT)
+    assert_one_error_line(done, "no credentials are configured")
+    assert not (fresh / ".parley").exists()
+    kept = tmp_path / "kept"
+    (kept / ".parley").mkdir(parents=True)
+    (kept / ".parley" / "notes.txt").write_text("mine")
+    done = subprocess.run(args, cwd=kept, capture_output=True, text=True, env=ENV, timeout=TIMEOUT)
+    assert done.returncode == 1
+    assert (kept / ".parley" / "notes.txt").read_text() == "mine"
