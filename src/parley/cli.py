@@ -511,21 +511,8 @@ async def push_log(url: str = typer.Argument(..., help="Agent URL (a Parley serv
                    task_id: str = typer.Argument(..., help="The task whose notifications to show."),
                    as_json: bool = JsonOpt) -> None:
     """Show the push notifications of a task: each one's state, and every delivery attempt."""
-    import httpx
 
-    target = f"{url.rstrip('/')}/tasks/{task_id}/pushLog"
-    async with httpx.AsyncClient(timeout=60, headers=dict(CREDENTIALS) or None) as http:
-        try:
-            resp = await http.get(target)
-        except httpx.HTTPError as exc:
-            raise ClientError(f"cannot reach {target}: {exc}") from None
-    if resp.status_code != 200:
-        try:
-            reason = resp.json().get("error") or ""
-        except ValueError:
-            reason = ""
-        raise ClientError(f"GET {target} answered HTTP {resp.status_code}" + (f": {reason}" if reason else ""))
-    data = resp.json()
+    data = await _get_json(f"{url.rstrip('/')}/tasks/{task_id}/pushLog")
     if as_json:
         out.print_json(json.dumps(data))
         return
@@ -548,9 +535,8 @@ async def push_log(url: str = typer.Argument(..., help="Agent URL (a Parley serv
 @run
 async def push_rotate_key(db: str | None = DbOpt, config_path: str | None = ConfigOpt) -> None:
     """Sign new notifications with a new key; the old one stays in the JWKS while its notifications may be retried."""
-    from parley.push.setup import Push
+    from parley.push.setup import key_lifetime, signing_keys
     from parley.settings import DEFAULT_DB, MEMORY, Settings
-    from parley.tasks.memory_store import MemoryTaskStore
 
     settings = Settings()
     if config_path:
@@ -564,15 +550,15 @@ async def push_rotate_key(db: str | None = DbOpt, config_path: str | None = Conf
     if settings.db == MEMORY:
         fail("a --memory server keeps its signing keys in its own process")
     try:
-        push = Push(settings, MemoryTaskStore(), issuer=lambda: "")
+        keys = signing_keys(settings)
     except ValueError as exc:
         fail(str(exc))
     try:
-        key = await push.keys.rotate()
+        key = await keys.rotate()
     finally:
-        await push.keys.close()
+        await keys.close()
     out.print(f"new signing key {key.kid}; the previous one stays published for "
-              f"{push.signer.keep_seconds:g} s", highlight=False)
+              f"{key_lifetime(settings.push):g} s", highlight=False)
 
 
 @app.command()
@@ -780,22 +766,10 @@ async def trace(url: str = typer.Argument(..., help="Agent URL (a Parley server'
                 depth: int | None = typer.Option(None, "--depth", help="Levels of delegation to show [default: 5]."),
                 as_json: bool = JsonOpt) -> None:
     """Show a task and every task it delegated to (a Parley server's trace endpoint), with states and timings."""
-    import httpx
     from rich.tree import Tree
 
-    target = f"{url.rstrip('/')}/tasks/{task_id}/trace"
-    async with httpx.AsyncClient(timeout=60, headers=dict(CREDENTIALS) or None) as http:
-        try:
-            resp = await http.get(target, params={"depth": depth} if depth is not None else None)
-        except httpx.HTTPError as exc:
-            raise ClientError(f"cannot reach {target}: {exc}") from None
-    if resp.status_code != 200:
-        try:
-            reason = resp.json().get("error") or ""
-        except ValueError:
-            reason = ""
-        raise ClientError(f"GET {target} answered HTTP {resp.status_code}" + (f": {reason}" if reason else ""))
-    data = resp.json()
+    data = await _get_json(f"{url.rstrip('/')}/tasks/{task_id}/trace",
+                           {"depth": depth} if depth is not None else None)
     if as_json:
         out.print_json(json.dumps(data))
         return
@@ -826,6 +800,24 @@ async def trace(url: str = typer.Argument(..., help="Agent URL (a Parley server'
     root = Tree(label(data))
     grow(root, data)
     out.print(root, highlight=False)
+
+
+async def _get_json(target: str, params: dict[str, Any] | None = None) -> Any:
+    """GET one of Parley's JSON extension endpoints (trace, push log) with the command's credentials."""
+    import httpx
+
+    async with httpx.AsyncClient(timeout=60, headers=dict(CREDENTIALS) or None) as http:
+        try:
+            resp = await http.get(target, params=params)
+        except httpx.HTTPError as exc:
+            raise ClientError(f"cannot reach {target}: {exc}") from None
+    if resp.status_code != 200:
+        try:
+            reason = resp.json().get("error") or ""
+        except ValueError:
+            reason = ""
+        raise ClientError(f"GET {target} answered HTTP {resp.status_code}" + (f": {reason}" if reason else ""))
+    return resp.json()
 
 
 def _reader_gone() -> NoReturn:

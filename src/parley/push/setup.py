@@ -11,7 +11,7 @@ from parley.push.dispatcher import PushDispatcher
 from parley.push.secrets import SecretBox
 from parley.push.signing import MemorySigningKeys, PushSigner, SigningKeys, SqliteSigningKeys
 from parley.push.ssrf import UrlGuard, parse_allow
-from parley.settings import MEMORY, Settings
+from parley.settings import MEMORY, PushSettings, Settings
 from parley.tasks.log import Entry
 from parley.tasks.store import TaskRecord, TaskStore
 
@@ -33,30 +33,15 @@ class Push:
                  env: Mapping[str, str] | None = None) -> None:
         env = os.environ if env is None else env
         push = settings.push
-        key = _variable(env, push.encryption_key_env, "push.encryption_key_env")
-        try:
-            self.box = SecretBox(key)
-        except ValueError:
-            raise ValueError(f"push.encryption_key_env: {push.encryption_key_env} does not hold a Fernet key "
-                             "(32 url-safe base64-encoded bytes)") from None
+        self.box = secret_box(settings, env)
         webhook_secret = _variable(env, push.webhook_secret_env, "push.webhook_secret_env")
         self.guard = UrlGuard(parse_allow(push.allow))
         self.configs = PushConfigs(push, self.guard, self.box)
-        db = settings.db
-        self.keys: SigningKeys = (MemorySigningKeys() if db is None or db == MEMORY
-                                  else SqliteSigningKeys(db, seal=self._seal, open_=self._open))
-        # A retired key stays published while a notification signed with it may still be retried.
-        keep = push.max_age_seconds + push.max_backoff_seconds + push.timeout_seconds
-        self.signer = PushSigner(self.keys, keep_seconds=keep)
+        self.keys: SigningKeys = signing_keys(settings, self.box)
+        self.signer = PushSigner(self.keys, keep_seconds=key_lifetime(push))
         self.dispatcher = PushDispatcher(store, push, guard=self.guard, box=self.box,
                                          signer=self.signer, issuer=issuer,
                                          webhook_secret=webhook_secret)
-
-    def _seal(self, text: str) -> str:
-        return self.box.encrypt_text(text)
-
-    def _open(self, text: str) -> str:
-        return self.box.decrypt_text(text)
 
     def on_commit(self, record: TaskRecord, entries: list[Entry]) -> None:
         """An engine listener: entries that may have queued notifications wake the dispatcher."""
@@ -71,6 +56,31 @@ class Push:
         await self.keys.close()
 
 
+def secret_box(settings: Settings, env: Mapping[str, str] | None = None) -> SecretBox:
+    """The box of `push.encryption_key_env` (a box that stores as given when none is named)."""
+    push = settings.push
+    key = _variable(os.environ if env is None else env, push.encryption_key_env, "push.encryption_key_env")
+    try:
+        return SecretBox(key)
+    except ValueError:
+        raise ValueError(f"push.encryption_key_env: {push.encryption_key_env} does not hold a Fernet key "
+                         "(32 url-safe base64-encoded bytes)") from None
+
+
+def signing_keys(settings: Settings, box: SecretBox | None = None) -> SigningKeys:
+    """The signing keys beside the server's database (in memory for `--memory`), sealed with `box`."""
+    db = settings.db
+    if db is None or db == MEMORY:
+        return MemorySigningKeys()
+    box = box if box is not None else secret_box(settings)
+    return SqliteSigningKeys(db, seal=box.encrypt_text, open_=box.decrypt_text)
+
+
+def key_lifetime(push: PushSettings) -> float:
+    """How long a retired key stays published: as long as a notification signed with it may be retried."""
+    return push.max_age_seconds + push.max_backoff_seconds + push.timeout_seconds
+
+
 def _variable(env: Mapping[str, str], name: str | None, setting: str) -> str | None:
     if not name:
         return None
@@ -80,4 +90,4 @@ def _variable(env: Mapping[str, str], name: str | None, setting: str) -> str | N
     return value
 
 
-__all__ = ["Push"]
+__all__ = ["Push", "key_lifetime", "secret_box", "signing_keys"]

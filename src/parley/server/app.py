@@ -24,6 +24,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator
 from email.utils import parsedate_to_datetime
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -130,43 +131,32 @@ class HttpServer:
         """GET [/a2a/{agent_id}]/tasks/{task_id}/trace: the task's delegation tree (see parley.hub.trace)."""
         from parley.hub.trace import parse_depth
 
-        agent_id = request.path_params.get("agent_id") or self.runtime.default_agent
-        if agent_id not in self.runtime.agents:
-            return _unknown_agent(agent_id)
-        task_id = request.path_params["task_id"]
         try:
             depth = parse_depth(request.query_params.get("depth"))
         except ValueError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
+        return await self._task_extension(request, Operation.TRACE,
+                                          lambda task_id: TraceRequest(task_id, depth))
+
+    async def push_log(self, request: Request) -> Response:
+        """GET [/a2a/{agent_id}]/tasks/{task_id}/pushLog: the task's push deliveries (see parley.push.log)."""
+        return await self._task_extension(request, Operation.PUSH_LOG, PushLogRequest)
+
+    async def _task_extension(self, request: Request, op: Operation, make: Any) -> Response:
+        """One of Parley's per-task JSON endpoints, through the request pipeline (owner checks, limits)."""
+        agent_id = request.path_params.get("agent_id") or self.runtime.default_agent
+        if agent_id not in self.runtime.agents:
+            return _unknown_agent(agent_id)
+        task_id = request.path_params["task_id"]
 
         async def decode() -> Call:
-            return Call(agent_id, Operation.TRACE, TraceRequest(task_id, depth), "1.0",
-                        agent_url=lambda: self.agent_url(request, agent_id))
+            return Call(agent_id, op, make(task_id), "1.0", agent_url=lambda: self.agent_url(request, agent_id))
 
         try:
             outcome = await self.runtime.pipeline.serve("HTTP", credentials_of(request), decode, agent_id)
         except TaskNotFoundError:
             return JSONResponse({"error": f"task {task_id!r} not found"}, status_code=404)
         except A2AError as exc:  # its headers too: WWW-Authenticate on a 401, Retry-After on a 429
-            return JSONResponse({"error": exc.message}, status_code=exc.http_status, headers=exc.headers or None)
-        return JSONResponse(outcome.result, headers=outcome.headers)
-
-    async def push_log(self, request: Request) -> Response:
-        """GET [/a2a/{agent_id}]/tasks/{task_id}/pushLog: the task's push deliveries (see parley.push.log)."""
-        agent_id = request.path_params.get("agent_id") or self.runtime.default_agent
-        if agent_id not in self.runtime.agents:
-            return _unknown_agent(agent_id)
-        task_id = request.path_params["task_id"]
-
-        async def decode() -> Call:
-            return Call(agent_id, Operation.PUSH_LOG, PushLogRequest(task_id), "1.0",
-                        agent_url=lambda: self.agent_url(request, agent_id))
-
-        try:
-            outcome = await self.runtime.pipeline.serve("HTTP", credentials_of(request), decode, agent_id)
-        except TaskNotFoundError:
-            return JSONResponse({"error": f"task {task_id!r} not found"}, status_code=404)
-        except A2AError as exc:
             return JSONResponse({"error": exc.message}, status_code=exc.http_status, headers=exc.headers or None)
         return JSONResponse(outcome.result, headers=outcome.headers)
 
