@@ -48,3 +48,29 @@ def server(serve: Callable[..., LiveServer]) -> LiveServer:
 
 
 __all__ = ["LiveServer", "free_port", "rpc", "running"]
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A PostgreSQL URL whose search_path is a fresh schema, dropped after the test (tests/services.py)."""
+    from services import PostgresSchema, require_postgres
+
+    require_postgres()
+    schema = PostgresSchema().create()
+    try:
+        yield schema.url
+    finally:
+        schema.drop()
+
+
+@pytest.fixture
+def redis_namespace() -> Iterator[tuple[str, str]]:
+    """(the Redis URL, a key prefix no other test uses); the prefix's keys are removed after the test."""
+    from services import drop_redis_keys, require_redis, unique
+
+    url = require_redis()
+    prefix = unique("parley_t")
+    try:
+        yield url, prefix
+    finally:
+        drop_redis_keys(prefix)

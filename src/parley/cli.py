@@ -200,7 +200,11 @@ class StreamPrinter:
 def serve(
     host: str | None = typer.Option(None, help="Interface to listen on [default: 127.0.0.1]."),
     port: int | None = typer.Option(None, help="TCP port [default: 8000]."),
-    db: str | None = typer.Option(None, help="SQLite file for tasks [default: .parley/parley.db]."),
+    db: str | None = typer.Option(None, help="Where tasks are kept: a SQLite file, or a postgresql:// URL that "
+                                  "replicas share [default: .parley/parley.db]."),
+    bus: str | None = typer.Option(None, help="How replicas share events: postgres (LISTEN/NOTIFY) or a redis:// "
+                                   "URL (also shares rate limits) [default: postgres with a postgresql:// db, "
+                                   "else in process]."),
     memory: bool = typer.Option(False, "--memory", help="Keep tasks in memory only (lost at exit)."),
     config_path: str | None = typer.Option(None, "--config", "-c", help="A parley.toml declaring the agents."),
     app_spec: str | None = typer.Option(None, "--app", help="Serve your own app: 'module:attribute' (a parley.Parley)."),
@@ -224,6 +228,7 @@ def serve(
     """
     import uvicorn
 
+    from parley.postgres import PostgresError, is_postgres_url
     from parley.serve import ServeError, default_app, load_app
     from parley.settings import DEFAULT_DB, MEMORY
     from parley.tasks.store import StoreError
@@ -239,7 +244,8 @@ def serve(
             parley = default_app(DEFAULT_DB)
     except ServeError as exc:
         fail(str(exc))
-    settings = parley.settings.merged(host=host, port=port, db=MEMORY if memory else db, public_url=public_url,
+    settings = parley.settings.merged(host=host, port=port, db=MEMORY if memory else db, bus=bus,
+                                      public_url=public_url,
                                       max_body_bytes=max_body_bytes, grpc_port=grpc_port, insecure=insecure or None)
     if settings.db is None:
         settings.db = DEFAULT_DB
@@ -258,14 +264,18 @@ def serve(
     if settings.grpc_port is not None:
         _check_port(settings.grpc_bind_host, settings.grpc_port)
     log_config, telemetry_on = _observability(otel, log_format, log_level)  # parley.telemetry, before asgi()
-    with _removed_if_start_fails(settings.db if settings.db != MEMORY else None):
+    local_db = settings.db if settings.db != MEMORY and not is_postgres_url(settings.db) else None
+    with _removed_if_start_fails(local_db):
         try:
             asgi = parley.asgi(settings)
         except StoreError as exc:
             fail(str(exc))
         except ValueError as exc:  # a credential setting that cannot be used (a JWT secret variable unset, ...)
             fail(str(exc))
-        _check_open_mode(asgi.state.parley, settings)
+        try:
+            _check_open_mode(asgi.state.parley, settings)
+        except (PostgresError, StoreError) as exc:  # the shared database cannot be reached (or is too new)
+            fail(str(exc))
     base = settings.public_url or f"http://{settings.host}:{settings.port}"
     err.print(f"[bold]Parley[/] serving {len(parley.agents)} agent(s) at {base}  (default: {parley.default_agent})",
               highlight=False)
@@ -320,9 +330,31 @@ def _removed_if_start_fails(db: str | None) -> Iterator[None]:
         raise
 
 
+async def _secured(runtime: Any, settings: Any) -> bool:
+    """Whether the server will require credentials. A shared database is opened here with a pool of its own
+    (the runtime's stores connect in the server's event loop): this also checks, before the banner, that it
+    can be reached and that its schema is not newer than this Parley."""
+    auth = runtime.security.authenticator
+    if not runtime.backends.shared:
+        return await auth.secured()
+    from parley.backends import Backends
+
+    backends = Backends(settings)
+    try:
+        await backends.store().open()  # migrations: the replicas' first start creates the tables
+        if auth.jwt is not None or auth.admin_key is not None:
+            return True
+        keys = backends.keys()
+        await keys.open()
+        return await keys.has_keys()
+    finally:
+        assert backends.postgres is not None
+        await backends.postgres.close()
+
+
 def _check_open_mode(runtime: Any, settings: Any) -> None:
     """No credentials configured: on a loopback address, say so loudly; elsewhere, refuse unless --insecure."""
-    if asyncio.run(runtime.security.authenticator.secured()):
+    if asyncio.run(_secured(runtime, settings)):
         return
     if not settings.loopback and not settings.insecure:
         fail(f"no credentials are configured, so every client of {settings.host} would be trusted: make an API key "
@@ -377,14 +409,16 @@ def _from_config(path: str):
 
 # --- keys -------------------------------------------------------------------------------------------------------
 
-DbOpt = typer.Option(None, "--db", help="The server's SQLite file [default: .parley/parley.db].")
+DbOpt = typer.Option(None, "--db", help="The server's database: a SQLite file or a postgresql:// URL "
+                     "[default: .parley/parley.db].")
 ConfigOpt = typer.Option(None, "--config", "-c", help="The server's parley.toml (its [server] db, and its agents).")
 
 
 def _key_store(db: str | None, config_path: str | None) -> tuple[Any, set[str] | None]:
     """The key store of a server's database, and the agent ids its config declares (None: unknown)."""
-    from parley.security.keys import SqliteKeyStore
-    from parley.settings import DEFAULT_DB, MEMORY
+    from parley.backends import Backends
+    from parley.settings import DEFAULT_DB, MEMORY, Settings
+    from parley.tasks.store import StoreError
 
     agents: set[str] | None = None
     if config_path:
@@ -399,7 +433,22 @@ def _key_store(db: str | None, config_path: str | None) -> tuple[Any, set[str] |
     db = db or DEFAULT_DB
     if db == MEMORY:
         fail("a --memory server keeps its keys in its own process: use its admin API (POST /admin/keys)")
-    return SqliteKeyStore(db), agents
+    try:
+        return Backends(Settings(db=db)).keys(), agents
+    except StoreError as exc:
+        fail(str(exc))
+
+
+async def _opened(store: Any) -> Any:
+    """`store` (keys, signing keys), connected; a database that cannot be used is one line."""
+    from parley.postgres import PostgresError
+    from parley.tasks.store import StoreError
+
+    try:
+        await store.open()
+    except (PostgresError, StoreError) as exc:
+        raise ClientError(str(exc)) from None
+    return store
 
 
 def _expiry(value: str | None) -> float | None:
@@ -452,6 +501,7 @@ async def keys_create(
 
     store, agents = _key_store(db, config_path)
     try:
+        await _opened(store)
         if agents is not None and agent not in agents and agent != "*":
             raise ClientError(f"{config_path} declares no agent {agent!r} (it has: {', '.join(sorted(agents))})")
         try:
@@ -475,6 +525,7 @@ async def keys_list(agent: str | None = typer.Argument(None, help="Only the keys
     """List the keys (never their secrets)."""
     store, _ = _key_store(db, config_path)
     try:
+        await _opened(store)
         keys = await store.list(agent)
     finally:
         await store.close()
@@ -494,6 +545,7 @@ async def keys_revoke(key_id: str = typer.Argument(..., help="The key's id (see 
     """Revoke a key: it stops working at once (a running server notices within a second)."""
     store, _ = _key_store(db, config_path)
     try:
+        await _opened(store)
         key = await store.revoke(key_id)
     finally:
         await store.close()
@@ -535,7 +587,8 @@ async def push_log(url: str = typer.Argument(..., help="Agent URL (a Parley serv
 @run
 async def push_rotate_key(db: str | None = DbOpt, config_path: str | None = ConfigOpt) -> None:
     """Sign new notifications with a new key; the old one stays in the JWKS while its notifications may be retried."""
-    from parley.push.setup import key_lifetime, signing_keys
+    from parley.backends import Backends
+    from parley.push.setup import key_lifetime, secret_box
     from parley.settings import DEFAULT_DB, MEMORY, Settings
 
     settings = Settings()
@@ -550,10 +603,11 @@ async def push_rotate_key(db: str | None = DbOpt, config_path: str | None = Conf
     if settings.db == MEMORY:
         fail("a --memory server keeps its signing keys in its own process")
     try:
-        keys = signing_keys(settings)
+        keys = Backends(settings).signing_keys(secret_box(settings))
     except ValueError as exc:
         fail(str(exc))
     try:
+        await _opened(keys)
         key = await keys.rotate()
     finally:
         await keys.close()

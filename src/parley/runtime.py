@@ -14,15 +14,17 @@ and the dashboard take a runtime; nothing reaches around it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Mapping
 
 from parley.agents.base import Agent
+from parley.backends import Backends
 from parley.hub.delegation import Delegator
 from parley.protocol import models as m
 from parley.push.setup import Push
-from parley.security.keys import KeyStore, open_keys
+from parley.security.keys import KeyStore
 from parley.security.ratelimit import Limiter
 from parley.security.setup import Security
 from parley.server.access import Authenticator, Authorizer, Principal, RateLimiter
@@ -31,9 +33,8 @@ from parley.server.local import LocalAgents
 from parley.server.pipeline import Pipeline
 from parley.server.service import A2AService
 from parley.settings import Settings
-from parley.tasks.bus import EventBus, LocalBus
+from parley.tasks.bus import EventBus
 from parley.tasks.engine import TaskEngine
-from parley.tasks.open import open_store
 from parley.tasks.store import TaskStore
 
 log = logging.getLogger("parley.runtime")
@@ -70,8 +71,9 @@ class Runtime:
         self.agents = agents
         self.default_agent = default_agent or next(iter(agents))
         self.settings = settings or Settings()
-        self.store = store or open_store(self.settings.db)
-        self.bus = bus or LocalBus()
+        self.backends = Backends(self.settings)
+        self.store = store or self.backends.store()
+        self.bus = bus or self.backends.bus()
         self.cards = Cards(agents, self.settings)
         # Delegations to this server's own agents run in process, through the pipeline built below.
         self.local = LocalAgents(lambda: self.pipeline, agents, self.default_agent, self.cards, self._base_urls)
@@ -83,16 +85,18 @@ class Runtime:
         if unknown:
             raise ValueError(f"push.agents names no hosted agent: {', '.join(unknown)} "
                              f"(the agents are: {', '.join(agents)})")
-        self.push = Push(self.settings, self.store, self._issuer) if self.settings.push_enabled else None
+        self.push = (Push(self.settings, self.store, self._issuer, keys=self.backends.signing_keys)
+                     if self.settings.push_enabled else None)
         if self.push is not None:
             self.engine.committed.append(self.push.on_commit)
-        self.keys = keys if keys is not None else open_keys(self.settings.db)
+        self.keys = keys if keys is not None else self.backends.keys()
         self.security = Security(self.settings, agents, self.keys, delegator=self.delegator)
         self.service = A2AService(self.engine, card=self.public_card, extended_card=self.extended_card,
                                   push_notifications=self.push is not None,
                                   push=self.push.configs if self.push is not None else None,
                                   streaming=self.settings.card.streaming,
                                   max_subscribers=self.settings.limits.max_subscribers_per_task)
+        self.counters = None  # shared rate-limit counters (Redis), made with the limiter
         self.pipeline = Pipeline(self.service, authenticator=authenticator or self.security.authenticator,
                                  authorizer=authorizer or self.security.authorizer,
                                  limiter=limiter or self._limiter(), input_limits=self.settings.limits)
@@ -106,10 +110,16 @@ class Runtime:
         if unknown:
             raise ValueError(f"limits.agents names no hosted agent: {', '.join(unknown)} "
                              f"(the agents are: {', '.join(self.agents)})")
-        return Limiter(limits, per_agent=limits.agents, running=self.engine.running)
+        self.counters = self.backends.counters()
+        return Limiter(limits, per_agent=limits.agents, running=self.engine.running, counters=self.counters)
 
     async def start(self) -> None:
-        """Recover what a stopped process left running, then take requests."""
+        """Connect the stores and the bus, recover what a stopped process left running, then take requests."""
+        await self.store.open()
+        await self.bus.start()
+        await self.keys.open()
+        if self.push is not None:
+            await self.push.open()
         failed = await self.engine.start()
         if self.push is not None:
             self.push.start()  # notifications left pending by a previous run go out now
@@ -129,6 +139,23 @@ class Runtime:
             await self.security.close()
             if self.keys is not None:
                 await self.keys.close()
+            if self.counters is not None:
+                await self.counters.close()
+
+    async def readiness(self, timeout: float = 2.0) -> dict[str, str]:
+        """What keeps this server from taking work, by part ("ok" when nothing): started and not stopping,
+        the store reachable (at its schema), the bus connected. For GET /readyz."""
+        checks = {"runtime": "ok" if self.running else "not started, or stopping"}
+        for name, ping in (("store", self.store.ping), ("bus", self.bus.ping)):
+            try:
+                async with asyncio.timeout(timeout):
+                    await ping()
+                checks[name] = "ok"
+            except TimeoutError:
+                checks[name] = f"no answer within {timeout:g} s"
+            except Exception as exc:  # anything that makes the part unusable is the answer, not an error
+                checks[name] = f"{type(exc).__name__}: {exc}"[:300]
+        return checks
 
     async def public_card(self, agent_id: str, agent_url: str) -> m.AgentCard:
         """The card anyone may read, declaring the security that is enforced."""

@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from parley.postgres import is_postgres_url
 from parley.protocol import models as m
 
 DEFAULT_DB = ".parley/parley.db"
@@ -115,9 +116,13 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
     host: str = "127.0.0.1"
     port: int = 8000
-    # A SQLite file, or "memory". Unset: `parley serve` uses .parley/parley.db, an embedded
-    # `Parley().asgi()` keeps tasks in memory.
+    # A SQLite file, "memory", or a postgresql:// URL (replicas share it). Unset: `parley serve` uses
+    # .parley/parley.db, an embedded `Parley().asgi()` keeps tasks in memory.
     db: str | None = None
+    # The event bus between replicas: None (in process; "postgres" when db is PostgreSQL), "postgres"
+    # (LISTEN/NOTIFY) or a redis:// URL (Redis Streams; rate-limit counters shared too). docs/operations.md.
+    bus: str | None = None
+    namespace: str = "parley"  # prefix of the bus's Redis keys and PostgreSQL channels (one per deployment)
     public_url: str | None = None  # the base URL clients use (behind a reverse proxy)
     self_url: str | None = None  # how this server reaches itself; default: public_url
     forwarded_allow_ips: list[str] = msgspec.field(default_factory=lambda: ["127.0.0.1", "::1"])
@@ -153,7 +158,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         if self.lease_seconds < 1:
             found.append(("lease_seconds", "must be at least 1 second"))
         if self.db is not None and not self.db.strip():
-            found.append(("db", "must name a SQLite file or be \"memory\""))
+            found.append(("db", "must name a SQLite file, be \"memory\" or a postgresql:// URL"))
+        found.extend(_bus_problems(self))
         jwt = self.auth.jwt
         if jwt is not None:
             sources = [x for x in (jwt.secret_env, jwt.jwks_url, jwt.oidc_discovery_url) if x]
@@ -231,5 +237,27 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         return self.host in ("127.0.0.1", "::1", "localhost") or self.host.startswith("127.")
 
 
+def is_redis_url(value: str | None) -> bool:
+    """Whether a `bus` setting names a Redis server."""
+    return bool(value) and value.startswith(("redis://", "rediss://", "unix://"))
+
+
+def _bus_problems(settings: Settings) -> list[tuple[str, str]]:
+    """What is wrong with `db`, `bus` and `namespace` together."""
+    found = []
+    bus = settings.bus
+    if bus is not None and bus not in ("local", "postgres") and not is_redis_url(bus):
+        found.append(("bus", f"must be \"local\", \"postgres\" or a redis:// URL, got {bus!r}"))
+    elif bus is not None and bus != "local" and not is_postgres_url(settings.db):
+        found.append(("bus", "a shared bus needs a shared database: set db to a postgresql:// URL "
+                             f"(db is {settings.db or DEFAULT_DB!r})"))
+    elif bus == "local" and is_postgres_url(settings.db):
+        found.append(("bus", "replicas sharing a PostgreSQL database need a shared bus: \"postgres\" or redis://"))
+    name = settings.namespace
+    if not (0 < len(name) <= 40 and all(c in "abcdefghijklmnopqrstuvwxyz0123456789_" for c in name)):
+        found.append(("namespace", f"must be 1-40 characters of a-z, 0-9 and _, got {name!r}"))
+    return found
+
+
 __all__ = ["DEFAULT_DB", "DEFAULT_MAX_BODY_BYTES", "MEMORY", "AgentPushSettings", "AuthSettings", "CardOptions", "JwtSettings",
-           "LimitSettings", "PushSettings", "Settings"]
+           "LimitSettings", "PushSettings", "Settings", "is_redis_url"]

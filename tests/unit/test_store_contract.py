@@ -1,4 +1,4 @@
-"""The TaskStore contract (parley.tasks.store), run against every store: memory and SQLite.
+"""The TaskStore contract (parley.tasks.store), run against every store: memory, SQLite and PostgreSQL.
 
 A commit appends entries after an expected sequence number (compare-and-set) together with its
 side effects (idempotency key, checkpoint, links, lease) and one change-feed row, atomically:
@@ -70,9 +70,19 @@ def record(task: m.Task, *, agent: str = "echo", owner: str = "alice", updated: 
                       parent_task_id=parent)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TaskStore]:
-    s: TaskStore = MemoryTaskStore() if request.param == "memory" else SqliteTaskStore(tmp_path / "sub" / "t.db")
+    s: TaskStore
+    if request.param == "memory":
+        s = MemoryTaskStore()
+    elif request.param == "sqlite":
+        s = SqliteTaskStore(tmp_path / "sub" / "t.db")
+    else:
+        from parley.postgres import Postgres
+        from parley.tasks.postgres_store import PostgresTaskStore
+
+        s = PostgresTaskStore(Postgres(request.getfixturevalue("postgres_url")))
+    await s.open()
     yield s
     await s.close()
 

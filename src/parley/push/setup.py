@@ -24,20 +24,22 @@ class Push:
         store: the task store whose outbox is delivered.
         issuer: the server's public base URL (signatures' `iss`).
         env: where `encryption_key_env` and `webhook_secret_env` are read (default: os.environ).
+        keys: makes the signing keys, sealed with the box (default: beside `settings.db`).
 
     Raises:
         ValueError: a variable the settings name is not set, or holds an unusable key.
     """
 
     def __init__(self, settings: Settings, store: TaskStore, issuer: Callable[[], str],
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None,
+                 keys: Callable[[SecretBox], SigningKeys] | None = None) -> None:
         env = os.environ if env is None else env
         push = settings.push
         self.box = secret_box(settings, env)
         webhook_secret = _variable(env, push.webhook_secret_env, "push.webhook_secret_env")
         self.guard = UrlGuard(parse_allow(push.allow))
         self.configs = PushConfigs(push, self.guard, self.box)
-        self.keys: SigningKeys = signing_keys(settings, self.box)
+        self.keys: SigningKeys = keys(self.box) if keys is not None else signing_keys(settings, self.box)
         self.signer = PushSigner(self.keys, keep_seconds=key_lifetime(push))
         self.dispatcher = PushDispatcher(store, push, guard=self.guard, box=self.box,
                                          signer=self.signer, issuer=issuer,
@@ -47,6 +49,10 @@ class Push:
         """An engine listener: entries that may have queued notifications wake the dispatcher."""
         if any(e.kind in ("status", "artifact") for e in entries):
             self.dispatcher.wake()
+
+    async def open(self) -> None:
+        """Connect the signing keys (a shared database creates their tables)."""
+        await self.keys.open()
 
     def start(self) -> None:
         self.dispatcher.start()

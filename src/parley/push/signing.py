@@ -108,6 +108,9 @@ class SigningKeys(ABC):
     @abstractmethod
     async def _put(self, key: SigningKey) -> None: ...
 
+    async def open(self) -> None:
+        """Connect (a server database's keys create their tables here); the runtime calls it at start."""
+
     async def close(self) -> None:
         """Release resources."""
 

@@ -143,6 +143,9 @@ class KeyStore(ABC):
         """Whether any key was ever made here, active, revoked or expired: then every request must
         authenticate. Revoking or outliving the last key never turns a secured server into an open one."""
 
+    async def open(self) -> None:
+        """Connect (a server database's store creates its tables here); the runtime calls it at start."""
+
     async def close(self) -> None:
         """Release resources."""
 

@@ -11,6 +11,7 @@
     GET  /.well-known/jwks.json              the keys push notifications are signed with
     GET  /agents                             the cards of all hosted agents
     GET  /healthz                            liveness
+    GET  /readyz                             readiness (store and bus reachable; 503 says why not)
     *    /admin/keys[/{id}], /admin/tasks/{id}  the admin API (admin scope; see parley.server.admin)
     GET  /                                   dashboard
 
@@ -169,6 +170,13 @@ class HttpServer:
     async def dashboard(self, request: Request) -> Response:
         return HTMLResponse(render_dashboard(self.runtime, base_url(request, self.settings)))
 
+    async def readyz(self, request: Request) -> Response:
+        """GET /readyz: 200 when this replica can take work (store and bus reachable), else 503 saying why."""
+        checks = await self.runtime.readiness()
+        ready = all(v == "ok" for v in checks.values())
+        return JSONResponse({"status": "ready" if ready else "unavailable", "checks": checks},
+                            status_code=200 if ready else 503, headers={"Cache-Control": "no-store"})
+
     async def healthz(self, request: Request) -> Response:
         return JSONResponse({"status": "ok", "agents": len(self.runtime.agents),
                              "running_tasks": len(self.runtime.engine.runs)})
@@ -249,6 +257,7 @@ def create_app(runtime: Runtime) -> Starlette:
         Route("/a2a/{agent_id}/.well-known/agent.json", server.card_agent, methods=["GET"]),
         Route("/agents", server.list_agents, methods=["GET"]),
         Route("/healthz", server.healthz, methods=["GET"]),
+        Route("/readyz", server.readyz, methods=["GET"]),
         Route("/admin/keys", admin.create_key, methods=["POST"]),
         Route("/admin/keys", admin.list_keys, methods=["GET"]),
         Route("/admin/keys/{key_id}", admin.revoke_key, methods=["DELETE"]),

@@ -15,6 +15,7 @@ RESERVED_AGENT_IDS: dict[str, str] = {
     "a2a": "every agent's JSON-RPC and HTTP+JSON endpoints (/a2a/{agent_id})",
     "agents": "the list of hosted agents (GET /agents)",
     "healthz": "the liveness check (GET /healthz)",
+    "readyz": "the readiness check (GET /readyz)",
     "admin": "the admin API (/admin/keys, /admin/tasks/{id})",
     "tasks": "the default agent's tasks (GET /tasks, /tasks/{id}, traces and push logs)",
     "message:send": "the default agent's SendMessage (POST /message:send)",

@@ -51,8 +51,17 @@ class EventBus(ABC):
     """Carries committed entries to followers and cancel requests to the process running a task."""
 
     @abstractmethod
-    def subscribe(self, task_id: str) -> Subscription:
-        """Start receiving the entries published for `task_id` from now on."""
+    def subscribe(self, task_id: str, after: int = 0) -> Subscription:
+        """Start receiving the entries published for `task_id` from now on.
+
+        `after`: the caller has, or reads from the store, every entry up to this sequence
+        number. A bus that keeps a history (Redis Streams) starts reading there, so that
+        nothing published between this call and its first read is missed; it may deliver
+        entries the caller already has (followers drop them by sequence number).
+        """
+
+    async def start(self) -> None:
+        """Connect (a shared bus opens its connections and listeners here); the runtime calls it first."""
 
     @abstractmethod
     async def publish(self, task_id: str, entries: Sequence[Entry]) -> None:
@@ -65,6 +74,9 @@ class EventBus(ABC):
     @abstractmethod
     def on_cancel(self, handler: CancelHandler) -> Callable[[], None]:
         """Call `handler(task_id, metadata)` for every cancel request; returns a function that unregisters it."""
+
+    async def ping(self) -> None:
+        """Raise if the bus cannot carry events now (for /readyz); an in-process bus always can."""
 
     async def close(self) -> None:
         """Release resources."""
@@ -124,7 +136,7 @@ class LocalBus(EventBus):
         self._subscribers: dict[str, set[LocalSubscription]] = {}
         self._cancel_handlers: list[CancelHandler] = []
 
-    def subscribe(self, task_id: str) -> Subscription:
+    def subscribe(self, task_id: str, after: int = 0) -> Subscription:
         sub = LocalSubscription(self, task_id, self.buffer)
         self._subscribers.setdefault(task_id, set()).add(sub)
         return sub

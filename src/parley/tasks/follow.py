@@ -37,7 +37,7 @@ async def follow_log(store: TaskStore, bus: EventBus, task_id: str, after: int, 
     def done() -> bool:
         return last >= state_seq and until(state)
 
-    with bus.subscribe(task_id) as sub:
+    with bus.subscribe(task_id, after) as sub:
         if first is not None:
             yield first
         batch: list[Entry] | None = await store.events_after(task_id, after)

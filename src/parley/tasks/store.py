@@ -382,6 +382,14 @@ class TaskStore(ABC):
     async def delete_push_config(self, task_id: str, config_id: str) -> bool:
         """Delete a push config; False if there was none."""
 
+    async def ping(self) -> None:
+        """Raise if the store cannot be used now (for /readyz): one read."""
+        await self.get("")
+
+    async def open(self) -> None:
+        """Connect (a server store opens its pool and brings the schema up to date here); the runtime calls it
+        before anything else. Stores that are ready when constructed need not override it."""
+
     async def close(self) -> None:
         """Release resources."""
 

@@ -1,0 +1,124 @@
+"""Push signing keys in PostgreSQL, shared by every replica of a server (needs parley-a2a[postgres]: asyncpg).
+
+:class:`PostgresSigningKeys` is :class:`~parley.push.signing.SqliteSigningKeys` on the server's shared
+:class:`~parley.postgres.Postgres` pool (table `push_signing_keys`, the same columns, private keys
+sealed). Every replica signs with the same key and publishes the same JWKS:
+
+* At most one key is active: a partial unique index over the rows with no `retired_at` refuses a second.
+* Making the first key and rotating take a transaction-scoped advisory lock, then look again: of two
+  replicas that find no active key at the same moment, the first makes one and the second finds it
+  and uses it. Two rotations at once run one after the other (the second retires the first's key).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from parley.postgres import Postgres
+from parley.push.signing import SigningKey, SigningKeys, new_key
+
+if TYPE_CHECKING:
+    import asyncpg
+
+COMPONENT = "signing_keys"
+STEPS = [
+    """
+    CREATE TABLE push_signing_keys (
+        kid TEXT PRIMARY KEY,
+        private_pem TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        retired_at DOUBLE PRECISION
+    );
+    CREATE UNIQUE INDEX push_signing_keys_one_active ON push_signing_keys ((true)) WHERE retired_at IS NULL;
+    """,
+]
+KEYS_LOCK = 0x70617273  # pg_advisory_xact_lock key of making and rotating signing keys ("pars")
+_SELECT = "SELECT kid, private_pem, created_at, retired_at FROM push_signing_keys"
+
+
+class PostgresSigningKeys(SigningKeys):
+    """Signing keys in PostgreSQL (table `push_signing_keys`), private keys sealed with `seal`.
+
+    Args:
+        postgres: the server's pool holder.
+        seal, open_: protect the private keys at rest (the push secret box's encrypt_text / decrypt_text).
+
+    Call :meth:`open` (creates or upgrades the table) before use and :meth:`close` after.
+    """
+
+    def __init__(self, postgres: Postgres, seal: Callable[[str], str] | None = None,
+                 open_: Callable[[str], str] | None = None) -> None:
+        super().__init__(seal, open_)
+        self.postgres = postgres
+        self._pool: asyncpg.Pool | None = None
+
+    async def open(self) -> None:
+        """Take a share of the pool and bring the table to this version's schema
+        (PostgresError: unreachable, or a schema written by a newer Parley)."""
+        if self._pool is not None:
+            return
+        pool = await self.postgres.acquire_user()
+        try:
+            await self.postgres.migrate(COMPONENT, STEPS)
+        except BaseException:
+            await self.postgres.release_user()
+            raise
+        self._pool = pool
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await self.postgres.release_user()
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise RuntimeError("these PostgresSigningKeys are not open: await open() first")
+        return self._pool
+
+    async def active(self, now: float | None = None) -> SigningKey:
+        """The key that signs now; the first replica to need one makes it, under the keys' lock."""
+        row = await self.pool.fetchrow(f"{_SELECT} WHERE retired_at IS NULL")
+        if row is not None:
+            return self._key(row)
+        now = time.time() if now is None else now
+        async with self._lock, self.pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", KEYS_LOCK)
+            row = await conn.fetchrow(f"{_SELECT} WHERE retired_at IS NULL")
+            if row is not None:  # another replica (or task) made it meanwhile
+                return self._key(row)
+            key = new_key(now)
+            await self._insert(conn, key)
+            return key
+
+    async def rotate(self, now: float | None = None) -> SigningKey:
+        """Retire the signing key and make a new one, in one transaction under the keys' lock."""
+        now = time.time() if now is None else now
+        async with self._lock, self.pool.acquire() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", KEYS_LOCK)
+            await conn.execute("UPDATE push_signing_keys SET retired_at=$1 WHERE retired_at IS NULL", now)
+            key = new_key(now)
+            await self._insert(conn, key)
+            return key
+
+    async def _all(self) -> list[SigningKey]:
+        return [self._key(row) for row in await self.pool.fetch(_SELECT)]
+
+    async def _put(self, key: SigningKey) -> None:
+        await self.pool.execute(
+            "INSERT INTO push_signing_keys (kid, private_pem, created_at, retired_at) VALUES ($1,$2,$3,$4) "
+            "ON CONFLICT (kid) DO UPDATE SET private_pem=EXCLUDED.private_pem, created_at=EXCLUDED.created_at, "
+            "retired_at=EXCLUDED.retired_at",
+            key.kid, self._seal(key.private_pem), key.created_at, key.retired_at)
+
+    async def _insert(self, conn: Any, key: SigningKey) -> None:
+        await conn.execute("INSERT INTO push_signing_keys (kid, private_pem, created_at, retired_at) "
+                           "VALUES ($1,$2,$3,$4)", key.kid, self._seal(key.private_pem), key.created_at, key.retired_at)
+
+    def _key(self, row: Any) -> SigningKey:
+        return SigningKey(row["kid"], self._open(row["private_pem"]), row["created_at"], row["retired_at"])
+
+
+__all__ = ["COMPONENT", "KEYS_LOCK", "STEPS", "PostgresSigningKeys"]

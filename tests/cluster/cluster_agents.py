@@ -1,0 +1,38 @@
+"""Agents the replica tests run inside real `parley serve` processes (imported through PYTHONPATH).
+
+    ticker   streams `N` text chunks (N from the message, default 20), one every 50 ms, then completes
+    waiter   says it started, then waits until it is canceled (a task that stays leased and running)
+    stepper  checkpoints step 1, then waits; a replica that resumes it from the checkpoint completes it
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+
+from parley.agents.base import AgentOutput, ArtifactChunk, RunContext
+from parley.protocol import models as m
+
+
+async def ticker(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+    count = int(ctx.text) if ctx.text.strip().isdigit() else 20
+    for i in range(count):
+        # Each chunk is its own event (a new artifact per chunk): the test counts them one by one.
+        yield ArtifactChunk(m.Artifact(artifact_id=f"tick-{i}", parts=[m.Part(text=f"tick {i}")]))
+        await asyncio.sleep(0.05)  # pacing of the workload, not synchronisation
+
+
+async def waiter(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+    yield ctx.say(f"started on pid {os.getpid()}")
+    await asyncio.Event().wait()
+    yield "never"
+
+
+async def stepper(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+    if ctx.checkpoint is not None:
+        yield f"resumed at step {ctx.checkpoint['step']} on pid {os.getpid()}"
+        return
+    yield ctx.internal("checkpoint", state={"step": 1})
+    yield ctx.say(f"step 1 done on pid {os.getpid()}")
+    await asyncio.Event().wait()

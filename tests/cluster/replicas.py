@@ -1,0 +1,132 @@
+"""Real `parley serve` replicas for the cluster tests: separate processes on their own ports, sharing one
+PostgreSQL schema and (optionally) one Redis namespace, as a deployment behind a load balancer would.
+
+    with Replicas(postgres_url, redis=(url, prefix), count=2) as (a, b):
+        rpc(a.url + "/a2a/echo", ...)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from support import free_port
+
+HERE = Path(__file__).parent
+PARLEY = [sys.executable, "-m", "parley.cli"]
+PEPPER = "cluster-test-pepper-0123456789abcdef"
+AGENTS = """
+[[agents]]
+id = "ticker"
+type = "python"
+entry = "cluster_agents:ticker"
+
+[[agents]]
+id = "waiter"
+type = "python"
+entry = "cluster_agents:waiter"
+
+[[agents]]
+id = "stepper"
+type = "python"
+entry = "cluster_agents:stepper"
+"""
+
+
+class Replica:
+    """One `parley serve` process."""
+
+    def __init__(self, config: Path, log: Path, name: str) -> None:
+        self.name = name
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        env = {**os.environ, "PARLEY_KEY_PEPPER": PEPPER, "PYTHONPATH": str(HERE)}
+        self._out = log.open("wb")
+        self.proc = subprocess.Popen([*PARLEY, "serve", "--config", str(config), "--port", str(self.port),
+                                      "--log-level", "warning"], stdout=self._out, stderr=subprocess.STDOUT, env=env)
+
+    def wait_ready(self, timeout: float = 60) -> Replica:
+        """Until GET /readyz says 200 (store and bus connected), or fail with the replica's output."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"replica {self.name} exited ({self.proc.returncode}):\n{self.output()}")
+            try:
+                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)  # polling a starting process, with a deadline
+        raise RuntimeError(f"replica {self.name} not ready after {timeout} s:\n{self.output()}")
+
+    def output(self) -> str:
+        self._out.flush()
+        return self.log.read_text(errors="replace")[-4000:]
+
+    def kill(self) -> None:
+        """SIGKILL: the process dies with its leases held (a crash)."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM, as an orchestrator stops a replica; returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._out.close()
+        return self.proc.returncode
+
+
+def write_config(folder: Path, postgres_url: str, *, redis: tuple[str, str] | None, namespace: str,
+                 lease_seconds: float = 2.0, extra: str = "") -> Path:
+    """A parley.toml for every replica of one deployment."""
+    bus = f'bus = {json.dumps(redis[0])}' if redis is not None else 'bus = "postgres"'
+    config = folder / "parley.toml"
+    config.write_text(f"""
+[server]
+db = {json.dumps(postgres_url)}
+{bus}
+namespace = {json.dumps(namespace)}
+lease_seconds = {lease_seconds}
+builtin_agents = true
+default_agent = "echo"
+{extra}
+{AGENTS}
+""")
+    return config
+
+
+@contextmanager
+def replicas(folder: Path, postgres_url: str, *, redis: tuple[str, str] | None = None, count: int = 2,
+             lease_seconds: float = 2.0, extra: str = "") -> Iterator[list[Replica]]:
+    """`count` replicas of one deployment, started and ready; stopped (SIGTERM) afterwards."""
+    namespace = redis[1] if redis is not None else "t" + os.urandom(4).hex()
+    config = write_config(folder, postgres_url, redis=redis, namespace=namespace, lease_seconds=lease_seconds,
+                          extra=extra)
+    started: list[Replica] = []
+    try:
+        for i in range(count):
+            started.append(Replica(config, folder / f"replica-{i}.log", name="ABCDEFGH"[i]))
+        for r in started:
+            r.wait_ready()
+        yield started
+    finally:
+        for r in started:
+            r.stop()
+
+
+__all__ = ["PEPPER", "Replica", "replicas", "write_config"]
