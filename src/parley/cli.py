@@ -228,7 +228,7 @@ def serve(
     """
     import uvicorn
 
-    from parley.postgres import PostgresError, is_postgres_url
+    from parley.postgres import is_postgres_url
     from parley.serve import ServeError, default_app, load_app
     from parley.settings import DEFAULT_DB, MEMORY
     from parley.tasks.store import StoreError
@@ -274,7 +274,7 @@ def serve(
             fail(str(exc))
         try:
             _check_open_mode(asgi.state.parley, settings)
-        except (PostgresError, StoreError) as exc:  # the shared database cannot be reached (or is too new)
+        except StoreError as exc:  # the shared database or bus cannot be reached (or the schema is too new)
             fail(str(exc))
     base = settings.public_url or f"http://{settings.host}:{settings.port}"
     err.print(f"[bold]Parley[/] serving {len(parley.agents)} agent(s) at {base}  (default: {parley.default_agent})",
@@ -342,6 +342,9 @@ async def _secured(runtime: Any, settings: Any) -> bool:
     backends = Backends(settings)
     try:
         await backends.store().open()  # migrations: the replicas' first start creates the tables
+        bus = backends.bus()  # reachable now, or one line before the banner
+        await bus.start()
+        await bus.close()
         if auth.jwt is not None or auth.admin_key is not None:
             return True
         keys = backends.keys()
@@ -441,12 +444,11 @@ def _key_store(db: str | None, config_path: str | None) -> tuple[Any, set[str] |
 
 async def _opened(store: Any) -> Any:
     """`store` (keys, signing keys), connected; a database that cannot be used is one line."""
-    from parley.postgres import PostgresError
     from parley.tasks.store import StoreError
 
     try:
         await store.open()
-    except (PostgresError, StoreError) as exc:
+    except StoreError as exc:
         raise ClientError(str(exc)) from None
     return store
 

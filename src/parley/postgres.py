@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from parley.tasks.store import StoreError
+
 if TYPE_CHECKING:
     import asyncpg
 
@@ -20,7 +22,7 @@ SCHEMES = ("postgresql://", "postgres://")
 _MIGRATION_LOCK = 0x70617231  # pg_advisory_xact_lock key of Parley's migrations ("par1")
 
 
-class PostgresError(Exception):
+class PostgresError(StoreError):
     """PostgreSQL cannot be used (unreachable, refused, a newer schema): one readable line."""
 
 

@@ -35,6 +35,7 @@ import secrets
 from typing import Any
 
 from parley.postgres import redact
+from parley.tasks.store import StoreError
 from parley.security.ratelimit import EPSILON, Slot, Take
 
 log = logging.getLogger("parley.ratelimit")
@@ -112,7 +113,7 @@ return redis.call('ZCARD', KEYS[1])
 """
 
 
-class RedisUnavailable(Exception):
+class RedisUnavailable(StoreError):
     """Redis cannot be used (the extra is missing, the server cannot be reached): one readable line."""
 
 

@@ -300,7 +300,11 @@ class TaskEngine:
                         listener(rec, batch)
                     except Exception:  # a broken listener must not break tasks
                         log.exception("commit listener %r failed", listener)
-                await self.bus.publish(rec.task.id, batch)
+                try:
+                    await self.bus.publish(rec.task.id, batch)
+                except Exception as exc:  # noqa: BLE001 - committed all the same: followers read the store
+                    log.warning("publishing task %s's events on the bus failed (%s); followers read them from "
+                                "the store", rec.task.id, exc)
 
     def _flush_soon(self, run: Run) -> None:
         """Group commit: entries appended in the same event-loop turn share one transaction."""

@@ -19,6 +19,7 @@ from parley.tasks.log import Entry
 from parley.tasks.store import TaskStore
 
 StopWhen = Callable[[m.TaskState], bool]
+RECHECK_SECONDS = 5.0  # a follower that heard nothing for this long reads the store (lost publishes)
 
 
 async def follow_log(store: TaskStore, bus: EventBus, task_id: str, after: int, *, state: m.TaskState,
@@ -56,10 +57,19 @@ async def follow_log(store: TaskStore, bus: EventBus, task_id: str, after: int, 
                     return
             if done():
                 return
-            batch = await sub.get(idle)
-            while batch == []:  # nothing for `idle` seconds
-                yield None
-                batch = await sub.get(idle)
+            batch, quiet = [], 0.0
+            while batch == []:
+                # Nothing from the bus: a keep-alive cue every `idle` seconds, and a look at the store (a
+                # process that committed entries may have died, or lost its bus, before it published them).
+                wait = RECHECK_SECONDS if idle is None else min(RECHECK_SECONDS, idle - quiet)
+                batch = await sub.get(wait)
+                if batch != []:
+                    break
+                quiet += wait
+                if idle is not None and quiet >= idle:
+                    yield None
+                    quiet = 0.0
+                batch = await store.events_after(task_id, last)
 
 
 def _continues(entries: list[Entry], last: int) -> bool:

@@ -36,6 +36,7 @@ from typing import Any
 import msgspec
 
 from parley.postgres import redact
+from parley.tasks.store import StoreError
 from parley.tasks.bus import DEFAULT_BUFFER, CancelHandler, EventBus, LocalSubscription, Subscription
 from parley.tasks.entry_codec import decode_entries, encode_entries
 from parley.tasks.log import Entry
@@ -51,7 +52,7 @@ _BACKOFF = (0.05, 5.0)  # first and longest wait between reconnection attempts
 _LISTEN_POLL = 1.0
 
 
-class RedisBusError(Exception):
+class RedisBusError(StoreError):
     """Redis cannot be used as the bus (the extra is missing, the server is unreachable): one readable line."""
 
 
