@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import sys
 import time
 from pathlib import Path
 
@@ -42,11 +43,9 @@ from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
-import sys
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cluster_agents import parse  # noqa: E402  same "N INTERVAL_MS DELAY_MS" as Parley's stamper
-from sdk_echo_server import EchoExecutor, agent_card  # noqa: E402
+from cluster_agents import parse
+from sdk_echo_server import EchoExecutor, agent_card
 
 
 class StamperExecutor(AgentExecutor):

@@ -229,7 +229,7 @@ def serve(
     import uvicorn
 
     from parley.postgres import is_postgres_url
-    from parley.serve import ServeError, default_app, load_app
+    from parley.serve import DrainingServer, ServeError, default_app, load_app
     from parley.settings import DEFAULT_DB, MEMORY
     from parley.tasks.store import StoreError
 
@@ -288,8 +288,9 @@ def serve(
         # proxy_headers=False: uvicorn would replace the peer address with X-Forwarded-For (trusting its own
         # list), and Parley could no longer tell whether the direct peer is one of `forwarded_allow_ips`;
         # Parley reads the forwarded headers itself, from trusted peers only (parley.server.urls).
-        uvicorn.run(asgi, host=settings.host, port=settings.port, log_level=log_level, proxy_headers=False,
-                    **extra)
+        config = uvicorn.Config(asgi, host=settings.host, port=settings.port, log_level=log_level,
+                                proxy_headers=False, **extra)
+        DrainingServer(config, asgi.state.parley).run()
     except OSError as exc:
         fail(f"cannot listen on {settings.host}:{settings.port}: {exc}")
     finally:

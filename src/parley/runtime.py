@@ -102,6 +102,8 @@ class Runtime:
                                  limiter=limiter or self._limiter(), input_limits=self.settings.limits)
         self.started_at = time.time()
         self.running = False
+        self.draining = False
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def _limiter(self) -> Limiter:
         """The rate limiter of `settings.limits` (per-agent entries must name hosted agents)."""
@@ -120,17 +122,31 @@ class Runtime:
         await self.keys.open()
         if self.push is not None:
             await self.push.open()
+        self._loop = asyncio.get_running_loop()
         failed = await self.engine.start()
         if self.push is not None:
             self.push.start()  # notifications left pending by a previous run go out now
         self.running = True
         log.debug("runtime started (%d task(s) failed at recovery)", len(failed))
 
+    def begin_stop(self) -> None:
+        """The server is about to stop (SIGTERM): /readyz answers 503 so the load balancer sends no more work,
+        and every open stream ends now with a hint to resume (Last-Event-ID) elsewhere; :meth:`stop` then
+        gives running tasks `settings.drain_seconds` to finish before handing them over."""
+        self.running = False
+        self.draining = True
+        self.bus.end_streams()
+
+    def begin_stop_threadsafe(self) -> None:
+        """:meth:`begin_stop` from a signal handler or another thread (on the runtime's own event loop)."""
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self.begin_stop)
+
     async def stop(self) -> None:
         """Stop the running agents (their tasks stay resumable), then close the bus and the stores."""
         self.running = False
         try:
-            await self.engine.shutdown()
+            await self.engine.shutdown(self.settings.drain_seconds if self.draining else 0.0)
             if self.push is not None:
                 await self.push.stop()
         finally:
@@ -153,7 +169,7 @@ class Runtime:
                 checks[name] = "ok"
             except TimeoutError:
                 checks[name] = f"no answer within {timeout:g} s"
-            except Exception as exc:  # anything that makes the part unusable is the answer, not an error
+            except Exception as exc:  # noqa: BLE001 - what makes the part unusable is the answer
                 checks[name] = f"{type(exc).__name__}: {exc}"[:300]
         return checks
 

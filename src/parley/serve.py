@@ -5,7 +5,9 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import uvicorn
 
 from parley.agents.builtin import builtin_agents
 from parley.app import Parley
@@ -13,6 +15,20 @@ from parley.settings import DEFAULT_DB, MEMORY, Settings
 
 if TYPE_CHECKING:
     from parley.agents.llm import AgentLoop
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn, which on SIGTERM/SIGINT first tells the runtime (:meth:`Runtime.begin_stop`): /readyz turns 503,
+    open streams end at once with a resume hint instead of holding the shutdown until they finish, and
+    running tasks get `drain_seconds` to finish before they are handed over."""
+
+    def __init__(self, config: uvicorn.Config, runtime: Any) -> None:
+        super().__init__(config)
+        self.runtime = runtime
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        self.runtime.begin_stop_threadsafe()
+        super().handle_exit(sig, frame)
 
 
 class ServeError(Exception):

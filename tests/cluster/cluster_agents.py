@@ -36,3 +36,16 @@ async def stepper(ctx: RunContext) -> AsyncIterator[AgentOutput]:
     yield ctx.internal("checkpoint", state={"step": 1})
     yield ctx.say(f"step 1 done on pid {os.getpid()}")
     await asyncio.Event().wait()
+
+
+async def writer(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+    """Text before and after a checkpoint, then waits; a resumed run writes the text after the checkpoint
+    again (what the engine undid) and completes. (tests/cluster/test_failover.py: no text twice.)"""
+    if ctx.checkpoint is None:
+        yield "before the checkpoint. "
+        yield ctx.internal("checkpoint", state={"step": 1})
+        yield "after the checkpoint. "
+        yield ctx.say(f"waiting on pid {os.getpid()}")
+        await asyncio.Event().wait()
+    yield "after the checkpoint. "
+    yield f"resumed on pid {os.getpid()}"

@@ -50,6 +50,7 @@ from parley.protocol.operations import Operation
 from parley.runtime import Runtime
 from parley.server.access import Credentials
 from parley.server.pipeline import Call
+from parley.tasks.bus import StreamsEnded
 from parley.telemetry import hooks as telemetry
 
 log = logging.getLogger("parley.grpc")
@@ -204,6 +205,9 @@ class ParleyA2AServicer(a2a_pb2_grpc.A2AServiceServicer):
             _send_headers(context, outcome.headers)
             async for entry in events:
                 yield convert.encode_event(entry.event)
+        except StreamsEnded:  # the server is stopping: a retryable status, resumed with last-event-id
+            await context.abort(grpc.StatusCode.UNAVAILABLE,
+                                "the server is stopping; resubscribe with last-event-id to continue")
         except A2AError as exc:
             await abort(context, exc)
         except Exception:

@@ -12,6 +12,9 @@ from parley.server.access import Credentials
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 KEEPALIVE_FRAME = b": keep-alive\n\n"
+# The last frame of a stream the server ends because it is stopping: reconnect soon (to another replica behind
+# the same address) with Last-Event-ID; no event is lost, the stream resumes after the last id received.
+STOPPING_FRAME = b"retry: 1000\n: the server is stopping; resubscribe with Last-Event-ID to continue\n\n"
 
 # `type/subtype` (RFC 9110 tokens), then parameters.
 _TOKEN = r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"

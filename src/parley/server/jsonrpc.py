@@ -25,14 +25,16 @@ from parley.server.cards import card_v03, card_v1
 from parley.server.http import (
     KEEPALIVE_FRAME,
     SSE_HEADERS,
+    STOPPING_FRAME,
     credentials_of,
     last_event_id,
     read_body,
-    require_json,
     requested_extensions,
+    require_json,
     sse_frame,
 )
 from parley.server.pipeline import AgentUrl, Call, Pipeline
+from parley.tasks.bus import StreamsEnded
 from parley.tasks.log import Entry
 
 log = logging.getLogger("parley.jsonrpc")
@@ -112,6 +114,8 @@ class JsonRpcEndpoint:
                     continue
                 payload = dumps(jsonrpc.success_obj(rpc.id, encode(entry.event, interrupted_final=ends_when_settled)))
                 yield sse_frame(payload, entry.seq)
+        except StreamsEnded:
+            yield STOPPING_FRAME
         except A2AError as exc:
             yield sse_frame(error_body(rpc.id, exc, rpc.dialect.VERSION), event="error")
         except Exception:

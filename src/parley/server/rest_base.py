@@ -35,14 +35,16 @@ from parley.protocol.operations import Operation
 from parley.server.http import (
     KEEPALIVE_FRAME,
     SSE_HEADERS,
+    STOPPING_FRAME,
     credentials_of,
     last_event_id,
     read_body,
-    require_json,
     requested_extensions,
+    require_json,
     sse_frame,
 )
 from parley.server.pipeline import AgentUrl, Call, Pipeline
+from parley.tasks.bus import StreamsEnded
 from parley.tasks.log import Entry
 
 log = logging.getLogger("parley.rest")
@@ -240,6 +242,8 @@ class RestEndpoint:
                     continue
                 encoded = self.dialect.encode_event(entry.event, interrupted_final=ends_when_settled)
                 yield sse_frame(dumps(encoded), entry.seq)
+        except StreamsEnded:
+            yield STOPPING_FRAME
         except A2AError as exc:
             yield sse_frame(self.error_body(exc), event="error")
         except Exception:

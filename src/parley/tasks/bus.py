@@ -17,12 +17,18 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import msgspec
+
 from parley.tasks.log import Entry
 
 log = logging.getLogger("parley.bus")
 
 CancelHandler = Callable[[str, dict[str, Any]], None]
 DEFAULT_BUFFER = 1000  # entries a subscriber may fall behind before it must re-read the store
+
+
+class StreamsEnded(Exception):
+    """The server is stopping: the stream ends here, and its client resumes (Last-Event-ID) on another replica."""
 
 
 class Subscription(ABC):
@@ -33,7 +39,8 @@ class Subscription(ABC):
         """The next published entries (waits for some); None if some were dropped: re-read the store.
 
         With `timeout`, an empty list when nothing came within that many seconds (the entries keep
-        coming afterwards: waiting with a deadline never loses any).
+        coming afterwards: waiting with a deadline never loses any). Raises StreamsEnded once the
+        bus ended its streams (the server is stopping).
         """
 
     @abstractmethod
@@ -75,6 +82,11 @@ class EventBus(ABC):
     def on_cancel(self, handler: CancelHandler) -> Callable[[], None]:
         """Call `handler(task_id, metadata)` for every cancel request; returns a function that unregisters it."""
 
+    @abstractmethod
+    def end_streams(self) -> None:
+        """The server is stopping: every open subscription of this process ends (its `get` raises
+        :class:`StreamsEnded`), so streams close at once and their clients resume elsewhere."""
+
     async def ping(self) -> None:
         """Raise if the bus cannot carry events now (for /readyz); an in-process bus always can."""
 
@@ -83,29 +95,45 @@ class EventBus(ABC):
 
 
 class LocalSubscription(Subscription):
-    """A bounded buffer of one subscriber, filled by :class:`LocalBus`."""
+    """A bounded buffer of one subscriber in this process, filled by its bus's :class:`Fanout`."""
 
-    def __init__(self, bus: LocalBus, task_id: str, limit: int) -> None:
-        self._bus = bus
+    def __init__(self, fanout: Fanout, task_id: str, limit: int) -> None:
+        self._fanout = fanout
         self.task_id = task_id
         self.limit = limit
         self._items: list[Entry] = []
         self._lagged = False
+        self._ended = False
         self._waiter: asyncio.Future[None] | None = None
 
-    def _push(self, entries: Sequence[Entry]) -> None:
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def push(self, entries: Sequence[Entry]) -> None:
+        """Buffer published entries; past `limit`, drop them all and tell the reader to re-read the store."""
         if not self._lagged:
             if len(self._items) + len(entries) > self.limit:
                 self._items.clear()
                 self._lagged = True
             else:
                 self._items.extend(entries)
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        self._wake()
+
+    def drop(self) -> None:
+        """The next get() returns None (whatever was buffered is discarded): something may have been lost."""
+        self._items.clear()
+        self._lagged = True
+        self._wake()
+
+    def end(self) -> None:
+        """The next get() raises StreamsEnded."""
+        self._ended = True
+        self._wake()
 
     async def get(self, timeout: float | None = None) -> list[Entry] | None:
-        while not self._items and not self._lagged:
+        while not self._items and not self._lagged and not self._ended:
             self._waiter = asyncio.get_running_loop().create_future()
             try:
                 if timeout is None:
@@ -118,6 +146,8 @@ class LocalSubscription(Subscription):
                         return []
             finally:
                 self._waiter = None
+        if self._ended:
+            raise StreamsEnded()
         if self._lagged:
             self._lagged = False
             return None
@@ -125,50 +155,132 @@ class LocalSubscription(Subscription):
         return items
 
     def close(self) -> None:
-        self._bus._remove(self)
+        self._fanout.remove(self)
+
+
+class _CancelMessage(msgspec.Struct):
+    task: str
+    metadata: dict[str, Any] = {}
+
+
+_cancel_dec = msgspec.json.Decoder(_CancelMessage)
+
+
+class Fanout:
+    """A process's subscriptions by task and its cancel handlers: every bus's local half.
+
+    :class:`LocalBus` hands its own publishes to :meth:`deliver`; a shared bus hands what arrives
+    from its server to :meth:`deliver` / :meth:`drop` and :meth:`cancel_received`.
+    """
+
+    def __init__(self, buffer: int = DEFAULT_BUFFER) -> None:
+        self.buffer = buffer
+        self.subscribers: dict[str, set[LocalSubscription]] = {}
+        self._handlers: list[CancelHandler] = []
+        self.ended = False
+
+    def subscribe(self, task_id: str) -> LocalSubscription:
+        sub = LocalSubscription(self, task_id, self.buffer)
+        if self.ended:
+            sub.end()
+        self.subscribers.setdefault(task_id, set()).add(sub)
+        return sub
+
+    def remove(self, sub: LocalSubscription) -> None:
+        subs = self.subscribers.get(sub.task_id)
+        if subs is not None:
+            subs.discard(sub)
+            if not subs:
+                del self.subscribers[sub.task_id]
+
+    def __contains__(self, task_id: str) -> bool:
+        return task_id in self.subscribers
+
+    def deliver(self, task_id: str, entries: Sequence[Entry]) -> None:
+        """Hand entries to every subscription of the task."""
+        if entries:
+            for sub in tuple(self.subscribers.get(task_id, ())):
+                sub.push(entries)
+
+    def drop(self, task_id: str) -> None:
+        """Every subscription of the task gets None: something was lost, re-read the store."""
+        for sub in tuple(self.subscribers.get(task_id, ())):
+            sub.drop()
+
+    def drop_all(self) -> None:
+        """Every subscription gets None (the bus was disconnected: it may have missed anything)."""
+        for task_id in tuple(self.subscribers):
+            self.drop(task_id)
+
+    def end_all(self) -> None:
+        """Every subscription, and every later one, ends (the server is stopping)."""
+        self.ended = True
+        for subs in tuple(self.subscribers.values()):
+            for sub in tuple(subs):
+                sub.end()
+
+    @property
+    def subscriber_count(self) -> int:
+        return sum(len(s) for s in self.subscribers.values())
+
+    def on_cancel(self, handler: CancelHandler) -> Callable[[], None]:
+        self._handlers.append(handler)
+
+        def unregister() -> None:
+            if handler in self._handlers:
+                self._handlers.remove(handler)
+
+        return unregister
+
+    def cancel(self, task_id: str, metadata: dict[str, Any]) -> None:
+        """Call every cancel handler (one that fails does not stop the others)."""
+        for handler in tuple(self._handlers):
+            try:
+                handler(task_id, metadata)
+            except Exception:  # one broken handler must not stop the others
+                log.exception("cancel handler %r failed", handler)
+
+    @staticmethod
+    def cancel_message(task_id: str, metadata: dict[str, Any]) -> bytes:
+        """A cancel request on the wire: {"task": id, "metadata": {...}}."""
+        return msgspec.json.encode({"task": task_id, "metadata": metadata})
+
+    def cancel_received(self, data: bytes | str) -> None:
+        """A cancel request arrived from a shared bus's server."""
+        try:
+            message = _cancel_dec.decode(data)
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            log.warning("ignoring a malformed cancel request on the bus: %.200r", data)
+            return
+        self.cancel(message.task, message.metadata)
 
 
 class LocalBus(EventBus):
     """The in-process bus: followers and the engine share one event loop."""
 
     def __init__(self, buffer: int = DEFAULT_BUFFER) -> None:
-        self.buffer = buffer
-        self._subscribers: dict[str, set[LocalSubscription]] = {}
-        self._cancel_handlers: list[CancelHandler] = []
+        self._fanout = Fanout(buffer)
+
+    @property
+    def buffer(self) -> int:
+        return self._fanout.buffer
 
     def subscribe(self, task_id: str, after: int = 0) -> Subscription:
-        sub = LocalSubscription(self, task_id, self.buffer)
-        self._subscribers.setdefault(task_id, set()).add(sub)
-        return sub
-
-    def _remove(self, sub: LocalSubscription) -> None:
-        subs = self._subscribers.get(sub.task_id)
-        if subs is not None:
-            subs.discard(sub)
-            if not subs:
-                del self._subscribers[sub.task_id]
+        return self._fanout.subscribe(task_id)
 
     async def publish(self, task_id: str, entries: Sequence[Entry]) -> None:
-        for sub in tuple(self._subscribers.get(task_id, ())):
-            sub._push(entries)
+        self._fanout.deliver(task_id, entries)
 
     async def request_cancel(self, task_id: str, metadata: dict[str, Any]) -> None:
-        for handler in tuple(self._cancel_handlers):
-            try:
-                handler(task_id, metadata)
-            except Exception:  # one broken handler must not stop the others
-                log.exception("cancel handler %r failed", handler)
+        self._fanout.cancel(task_id, metadata)
 
     def on_cancel(self, handler: CancelHandler) -> Callable[[], None]:
-        self._cancel_handlers.append(handler)
+        return self._fanout.on_cancel(handler)
 
-        def unregister() -> None:
-            if handler in self._cancel_handlers:
-                self._cancel_handlers.remove(handler)
-
-        return unregister
+    def end_streams(self) -> None:
+        self._fanout.end_all()
 
     @property
     def subscriber_count(self) -> int:
         """How many subscriptions are open (for tests and metrics)."""
-        return sum(len(s) for s in self._subscribers.values())
+        return self._fanout.subscriber_count

@@ -204,8 +204,15 @@ class TaskEngine:
             self._heartbeat = asyncio.create_task(self._keep_leases(), name="parley-leases")
         return failed
 
-    async def shutdown(self) -> None:
-        """Stop every running agent, write what is still unwritten, hand the leases back."""
+    async def shutdown(self, grace: float = 0.0) -> None:
+        """Stop every running agent, write what is still unwritten, hand the leases back.
+
+        With `grace`, runs get that many seconds to finish first (a drain); the ones still running
+        then are stopped, their tasks left to another engine (resumed from a checkpoint, or failed).
+        """
+        pending = [run.aio for run in self.runs.values() if run.aio is not None and not run.aio.done()]
+        if grace > 0 and pending:
+            await asyncio.wait(pending, timeout=grace)
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             await asyncio.gather(self._heartbeat, return_exceptions=True)

@@ -31,10 +31,9 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from parley.postgres import Postgres, PostgresError, _asyncpg, redact
-from parley.tasks.bus import DEFAULT_BUFFER, CancelHandler, EventBus, Subscription
+from parley.tasks.bus import DEFAULT_BUFFER, CancelHandler, EventBus, Fanout, Subscription
 from parley.tasks.entry_codec import decode_entries, encode_entries
 from parley.tasks.log import Entry
-from parley.tasks.redis_bus import Fanout
 
 if TYPE_CHECKING:
     import asyncpg
@@ -171,6 +170,9 @@ class PostgresBus(EventBus):
 
     def on_cancel(self, handler: CancelHandler) -> Callable[[], None]:
         return self._fanout.on_cancel(handler)
+
+    def end_streams(self) -> None:
+        self._fanout.end_all()
 
     # --- the listening connection ---------------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ the store) once it is back.
 Cancel requests go over Pub/Sub, channel `{namespace}:cancel`; every bus (the sender's too)
 hears them and calls its handlers.
 
-:class:`Fanout` is the process-local half, also used by :class:`parley.tasks.pg_bus.PostgresBus`.
+:class:`parley.tasks.bus.Fanout` is the process-local half (subscriptions, cancel handlers).
 
 :meth:`RedisBus.start` must be awaited before anything else: :meth:`~RedisBus.subscribe`,
 :meth:`~RedisBus.publish` and :meth:`~RedisBus.request_cancel` raise RuntimeError until then
@@ -33,13 +33,11 @@ import secrets
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import msgspec
-
 from parley.postgres import redact
-from parley.tasks.store import StoreError
-from parley.tasks.bus import DEFAULT_BUFFER, CancelHandler, EventBus, LocalSubscription, Subscription
+from parley.tasks.bus import DEFAULT_BUFFER, CancelHandler, EventBus, Fanout, Subscription
 from parley.tasks.entry_codec import decode_entries, encode_entries
 from parley.tasks.log import Entry
+from parley.tasks.store import StoreError
 
 log = logging.getLogger("parley.bus")
 
@@ -62,104 +60,6 @@ def _redis() -> Any:
     except ImportError:
         raise RedisBusError(f"a Redis bus needs the {EXTRA} extra: pip install '{EXTRA}'") from None
     return redis
-
-
-# --- the process-local half of a shared bus -------------------------------------------------------------------------
-
-
-class _FanoutSubscription(LocalSubscription):
-    """A :class:`LocalSubscription` that the bus can also tell to re-read the store."""
-
-    def _drop(self) -> None:
-        """The next get() returns None (whatever was buffered is discarded)."""
-        self._items.clear()
-        self._lagged = True
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-
-class _CancelMessage(msgspec.Struct):
-    task: str
-    metadata: dict[str, Any] = {}
-
-
-_cancel_dec = msgspec.json.Decoder(_CancelMessage)
-
-
-class Fanout:
-    """This process's side of a shared bus: its subscriptions by task and its cancel handlers.
-
-    A shared bus hands what arrives from its server to :meth:`deliver` / :meth:`drop` and
-    :meth:`cancel_requested`; subscriptions are bounded like :class:`LocalSubscription`.
-    """
-
-    def __init__(self, buffer: int = DEFAULT_BUFFER) -> None:
-        self.buffer = buffer
-        self.subscribers: dict[str, set[_FanoutSubscription]] = {}
-        self._handlers: list[CancelHandler] = []
-
-    def subscribe(self, task_id: str) -> Subscription:
-        sub = _FanoutSubscription(self, task_id, self.buffer)  # type: ignore[arg-type]  # it calls our _remove
-        self.subscribers.setdefault(task_id, set()).add(sub)
-        return sub
-
-    def _remove(self, sub: LocalSubscription) -> None:
-        subs = self.subscribers.get(sub.task_id)
-        if subs is not None:
-            subs.discard(sub)  # type: ignore[arg-type]
-            if not subs:
-                del self.subscribers[sub.task_id]
-
-    def __contains__(self, task_id: str) -> bool:
-        return task_id in self.subscribers
-
-    def deliver(self, task_id: str, entries: Sequence[Entry]) -> None:
-        """Hand entries to every subscription of the task."""
-        if entries:
-            for sub in tuple(self.subscribers.get(task_id, ())):
-                sub._push(entries)
-
-    def drop(self, task_id: str) -> None:
-        """Every subscription of the task gets None: something was lost, re-read the store."""
-        for sub in tuple(self.subscribers.get(task_id, ())):
-            sub._drop()
-
-    def drop_all(self) -> None:
-        """Every subscription gets None (the bus was disconnected: it may have missed anything)."""
-        for task_id in tuple(self.subscribers):
-            self.drop(task_id)
-
-    @property
-    def subscriber_count(self) -> int:
-        return sum(len(s) for s in self.subscribers.values())
-
-    def on_cancel(self, handler: CancelHandler) -> Callable[[], None]:
-        self._handlers.append(handler)
-
-        def unregister() -> None:
-            if handler in self._handlers:
-                self._handlers.remove(handler)
-
-        return unregister
-
-    @staticmethod
-    def cancel_message(task_id: str, metadata: dict[str, Any]) -> bytes:
-        """A cancel request on the wire: {"task": id, "metadata": {...}}."""
-        return msgspec.json.encode({"task": task_id, "metadata": metadata})
-
-    def cancel_received(self, data: bytes | str) -> None:
-        """A cancel request arrived: call every handler (one that fails does not stop the others)."""
-        try:
-            message = _cancel_dec.decode(data)
-        except (msgspec.DecodeError, UnicodeDecodeError):
-            log.warning("ignoring a malformed cancel request on the bus: %.200r", data)
-            return
-        for handler in tuple(self._handlers):
-            try:
-                handler(message.task, message.metadata)
-            except Exception:  # one broken handler must not stop the others
-                log.exception("cancel handler %r failed", handler)
 
 
 # --- Redis ----------------------------------------------------------------------------------------------------------
@@ -329,6 +229,9 @@ class RedisBus(EventBus):
     def on_cancel(self, handler: CancelHandler) -> Callable[[], None]:
         return self._fanout.on_cancel(handler)
 
+    def end_streams(self) -> None:
+        self._fanout.end_all()
+
     # --- background tasks -----------------------------------------------------------------------------------------
 
     async def _read_loop(self) -> None:
@@ -425,4 +328,4 @@ class RedisBus(EventBus):
                 self._fanout.cancel_received(message["data"])
 
 
-__all__ = ["Fanout", "RedisBus", "RedisBusError"]
+__all__ = ["RedisBus", "RedisBusError"]
