@@ -200,6 +200,17 @@ class RateLimitedError(A2AError):
     grpc_status = "RESOURCE_EXHAUSTED"
 
 
+class ServiceUnavailableError(A2AError):
+    """What the server stands on (its database, its bus, shared rate-limit counters) cannot be reached right now
+    (HTTP 503, with `Retry-After`): nothing was done, the request can be retried as it is."""
+
+    code = -32013
+    default_message = "Service unavailable: retry later"
+    http_status = 503
+    reason = "UNAVAILABLE"
+    grpc_status = "UNAVAILABLE"
+
+
 ALL_ERRORS: tuple[type[A2AError], ...] = (
     ParseError,
     InvalidRequestError,
@@ -216,7 +227,8 @@ ALL_ERRORS: tuple[type[A2AError], ...] = (
     ExtensionSupportRequiredError,
     VersionNotSupportedError,
 )
-ACCESS_ERRORS: tuple[type[A2AError], ...] = (UnauthenticatedError, PermissionDeniedError, RateLimitedError)
+ACCESS_ERRORS: tuple[type[A2AError], ...] = (UnauthenticatedError, PermissionDeniedError, RateLimitedError,
+                                              ServiceUnavailableError)
 
 _BY_CODE: dict[int, type[A2AError]] = {cls.code: cls for cls in (*ALL_ERRORS, *ACCESS_ERRORS)}
 

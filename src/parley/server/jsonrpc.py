@@ -100,7 +100,7 @@ class JsonRpcEndpoint:
         return Response(jsonrpc.success(rpc.id, encoded), media_type=JSON, headers=outcome.headers)
 
     def _error(self, request_id: Any, error: A2AError, version: str) -> Response:
-        status = error.http_status if error.http_status in (401, 403, 413, 415, 429) else 200
+        status = error.http_status if error.http_status in (401, 403, 413, 415, 429, 503) else 200
         headers = error.headers
         return Response(error_body(request_id, error, version), status_code=status, media_type=JSON, headers=headers)
 

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from parley.protocol.errors import A2AError, InternalError
+from parley.protocol.errors import A2AError, InternalError, ServiceUnavailableError
 from parley.protocol.operations import Operation
 from parley.server.access import (
     Access,
@@ -36,6 +36,7 @@ from parley.security.input_limits import check_input
 from parley.server.service import A2AService, CallContext
 from parley.settings import LimitSettings
 from parley.tasks.log import Entry
+from parley.tasks.store import unavailable
 from parley.telemetry import hooks as telemetry
 
 log = logging.getLogger("parley.pipeline")
@@ -125,7 +126,13 @@ class Pipeline:
         except A2AError as exc:
             telemetry.a2a_error(exc)  # telemetry: error.type
             raise
-        except Exception:
+        except Exception as exc:
+            if unavailable(exc):  # the database, bus or counters cannot be reached: retryable, not a bug
+                log.warning("a %s request failed: a backend cannot be reached (%s: %s)", binding,
+                            type(exc).__name__, exc)
+                err = ServiceUnavailableError(headers={"Retry-After": "1"})
+                telemetry.a2a_error(err)
+                raise err from None
             log.exception("unexpected error handling a %s request", binding)
             err = InternalError()
             telemetry.a2a_error(err)

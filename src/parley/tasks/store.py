@@ -38,6 +38,20 @@ class StoreError(Exception):
     """The store cannot be opened or used (a locked or unreadable database); one readable line."""
 
 
+_UNAVAILABLE = {"PostgresConnectionError", "InterfaceError", "CannotConnectNowError", "ConnectionError",
+                "TimeoutError", "BusyLoadingError"}
+
+
+def unavailable(exc: BaseException) -> bool:
+    """Whether `exc` says a backend (database, bus, counters) cannot be reached now, rather than a bug: a
+    StoreError, an OS-level connection error, or asyncpg's / redis-py's connection errors (by class name:
+    neither driver is imported for this)."""
+    if isinstance(exc, (StoreError, ConnectionError, TimeoutError)):
+        return True
+    return any(cls.__name__ in _UNAVAILABLE and cls.__module__.split(".")[0] in ("asyncpg", "redis")
+               for cls in type(exc).__mro__)
+
+
 class SequenceConflict(Exception):
     """A commit expected the log to end at `expected`, but it ends at `actual` (someone else appended)."""
 
