@@ -104,6 +104,7 @@ class Runtime:
         self.running = False
         self.draining = False
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._rechecks: list[asyncio.Task] = []
 
     def _limiter(self) -> Limiter:
         """The rate limiter of `settings.limits` (per-agent entries must name hosted agents)."""
@@ -126,8 +127,27 @@ class Runtime:
         failed = await self.engine.start()
         if self.push is not None:
             self.push.start()  # notifications left pending by a previous run go out now
+        self._rechecks = [asyncio.create_task(self._recheck(agent_id), name=f"parley-recheck-{agent_id}")
+                          for agent_id, agent in self.agents.items() if agent.problem is not None]
         self.running = True
         log.debug("runtime started (%d task(s) failed at recovery)", len(failed))
+
+    def unavailable_agents(self) -> dict[str, str]:
+        """The hosted agents that cannot work now, and why (a remote agent out of reach)."""
+        return {agent_id: agent.problem for agent_id, agent in self.agents.items() if agent.problem is not None}
+
+    async def _recheck(self, agent_id: str) -> None:
+        """Try an unavailable agent again every `recheck_seconds` until it is available; then its card is new."""
+        agent = self.agents[agent_id]
+        while True:
+            await asyncio.sleep(self.settings.recheck_seconds)
+            try:
+                if await agent.recheck():
+                    self.cards.forget(agent_id)
+                    log.warning("agent %r is available again", agent_id)
+                    return
+            except Exception:  # noqa: BLE001 - a broken recheck must not end the server; try again later
+                log.exception("rechecking agent %r failed", agent_id)
 
     def begin_stop(self) -> None:
         """The server is about to stop (SIGTERM): /readyz answers 503 so the load balancer sends no more work,
@@ -145,6 +165,9 @@ class Runtime:
     async def stop(self) -> None:
         """Stop the running agents (their tasks stay resumable), then close the bus and the stores."""
         self.running = False
+        for job in self._rechecks:
+            job.cancel()
+        await asyncio.gather(*self._rechecks, return_exceptions=True)
         try:
             await self.engine.shutdown(self.settings.drain_seconds if self.draining else 0.0)
             if self.push is not None:

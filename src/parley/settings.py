@@ -132,6 +132,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     grpc_port: int | None = None
     grpc_host: str | None = None  # default: host
     lease_seconds: float = 30.0  # a running task's lease; another process takes over once it expires
+    recheck_seconds: float = 30.0  # how often an unavailable agent (a remote one out of reach) is tried again
     drain_seconds: float = 10.0  # on SIGTERM/SIGINT, how long running tasks may finish before they are handed over
     insecure: bool = False  # serve a non-loopback address with no credentials configured (never in production)
     card: CardOptions = msgspec.field(default_factory=CardOptions)
@@ -156,6 +157,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             found.append(("max_body_bytes", "must be at least 1024"))
         if self.keepalive_seconds <= 0:
             found.append(("keepalive_seconds", "must be positive"))
+        if self.recheck_seconds <= 0:
+            found.append(("recheck_seconds", "must be positive"))
         if self.drain_seconds < 0:
             found.append(("drain_seconds", "must be 0 (hand running tasks over at once) or more"))
         if self.lease_seconds < 1:

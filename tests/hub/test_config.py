@@ -78,8 +78,6 @@ def test_the_examples_parse():
     ("[[agents]]\nid='a'\ntype='python'\nentry='examples.fleet.agents:nothing_here'", "has no attribute"),
     ("[llm]\nbase_url='http://127.0.0.1:9/v1'\nmodel='m'\napi_key_env='PARLEY_TEST_UNSET_KEY'\n"
      "[[agents]]\nid='a'\ntype='llm'", "agents[0].api_key_env: the environment variable PARLEY_TEST_UNSET_KEY"),
-    (f"[[agents]]\nid='r'\ntype='remote'\ncard_url='http://127.0.0.1:{free_port()}/.well-known/agent-card.json'",
-     "agents[0].card_url: cannot load the remote agent's card"),
 ])
 def test_serve_reports_build_errors_in_one_line(tmp_path, text, fragment):
     path = write(tmp_path, text)

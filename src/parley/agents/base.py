@@ -131,10 +131,16 @@ class Agent(ABC):
     input_modes: list[str] = ["text/plain"]
     output_modes: list[str] = ["text/plain"]
     extensions: list[m.AgentExtension] = []
+    problem: str | None = None  # why the agent cannot work now (a remote agent out of reach); None: available
 
     @abstractmethod
     def run(self, ctx: RunContext) -> AsyncIterator[AgentOutput]:
         """Yield the turn's outputs; return when done."""
+
+    async def recheck(self) -> bool:
+        """Try again what made the agent unavailable (the server calls it in the background while `problem`
+        is set); True once it is available."""
+        return self.problem is None
 
 
 class FunctionAgent(Agent):

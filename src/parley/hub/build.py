@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
+import logging
 import os
 import sys
 from typing import Any
@@ -18,6 +19,8 @@ from parley.agents.builtin import builtin_agents
 from parley.app import Parley
 from parley.hub.config import AgentConfig, Config, ConfigError
 from parley.protocol import models as m
+
+log = logging.getLogger("parley.hub")
 
 
 def import_object(ref: str, path: str, key: str) -> Any:
@@ -175,17 +178,19 @@ async def build_app(config: Config) -> Parley:
 
 
 async def remote_agent(cfg: AgentConfig, config: Config, key: str) -> Agent:
-    """A remote A2A agent fronted by Parley (its card is fetched now, so a typo fails at start-up)."""
-    from parley.client.errors import ClientError
+    """A remote A2A agent fronted by Parley. Its card is fetched now; when it cannot be, the agent is served as
+    unavailable (its `problem` says why, /agents and /readyz show it) and the server keeps trying in the
+    background: one unreachable agent does not stop the fleet."""
     from parley.hub.remote import RemoteAgent
 
     assert cfg.card_url is not None
     headers = remote_credentials(cfg, config, key)
-    try:
-        return await RemoteAgent.load(cfg.id, cfg.card_url, name=cfg.name, description=cfg.description,
-                                      skills=skills_of(cfg), headers=headers)
-    except ClientError as exc:
-        raise ConfigError(config.path, f"{key}.card_url", f"cannot load the remote agent's card: {exc}") from None
+    agent = RemoteAgent(cfg.id, cfg.card_url, name=cfg.name, description=cfg.description, skills=skills_of(cfg),
+                        headers=headers)
+    if not await agent.recheck():
+        log.warning("agent %r (%s.card_url) is unavailable: %s; serving the others and trying again in the "
+                    "background", cfg.id, key, agent.problem)
+    return agent
 
 
 def remote_credentials(cfg: AgentConfig, config: Config, key: str) -> dict[str, str]:

@@ -19,6 +19,7 @@ import httpx
 
 from parley.agents.base import Agent, AgentOutput, RunContext
 from parley.client.card import fetch_card
+from parley.client.errors import ClientError
 from parley.hub.delegation import WELL_KNOWN_SUFFIXES, Delegator, Relay
 from parley.protocol import models as m
 
@@ -50,11 +51,21 @@ class RemoteAgent(Agent):
     def __init__(self, id: str, card_url: str, *, card: m.AgentCard | None = None, name: str | None = None,
                  description: str | None = None, skills: list[m.AgentSkill] | None = None,
                  delegator: Delegator | None = None, relay: Relay = "same",
-                 headers: Mapping[str, str] | None = None) -> None:
+                 headers: Mapping[str, str] | None = None, problem: str | None = None) -> None:
         self.id = id
         self.headers = dict(headers or {})
         self.card_url = card_url
         self.url = agent_url_of(card_url)
+        self.problem = problem
+        self._overrides = (name, description, skills)
+        self.delegator = delegator
+        self.relay: Relay = relay
+        self._use_card(card)
+
+    def _use_card(self, card: m.AgentCard | None) -> None:
+        """Take name, description, skills and modes from the remote card (what the config set stays)."""
+        name, description, skills = self._overrides
+        id = self.id
         self.remote_card = card
         self.name = name or (card.name if card else id)
         self.description = description or (card.description if card else f"The remote agent at {self.url}")
@@ -64,8 +75,18 @@ class RemoteAgent(Agent):
         self.input_modes = list(card.default_input_modes) if card and card.default_input_modes else ["text/plain"]
         self.output_modes = list(card.default_output_modes) if card and card.default_output_modes else ["text/plain"]
         self.extensions = []
-        self.delegator = delegator
-        self.relay: Relay = relay
+
+    async def recheck(self, timeout: float = 10.0) -> bool:
+        """Fetch the remote card again; True (and the card's details taken) when it answers."""
+        try:
+            async with httpx.AsyncClient(timeout=timeout, headers=self.headers or None) as http:
+                card = await fetch_card(http, self.card_url)
+        except ClientError as exc:
+            self.problem = f"cannot load its card from {self.card_url}: {exc}"
+            return False
+        self._use_card(card)
+        self.problem = None
+        return True
 
     @classmethod
     async def load(cls, id: str, card_url: str, *, name: str | None = None, description: str | None = None,

@@ -177,6 +177,10 @@ class RoutedAgent(Agent):
     input_modes = _forward("input_modes")
     output_modes = _forward("output_modes")
     extensions = _forward("extensions")
+    problem = _forward("problem")
+
+    async def recheck(self) -> bool:
+        return await self.inner.recheck()
 
     def __init__(self, inner: Agent, rules: Sequence[RoutingRule], resolve_url: Callable[[str], str] | None = None,
                  *, delegator: Delegator | None = None) -> None:

@@ -123,8 +123,9 @@ class HttpServer:
     async def list_agents(self, request: Request) -> Response:
         cards = [card_v1(await self.runtime.public_card(agent_id, self.agent_url(request, agent_id)))
                  for agent_id in self.runtime.agents]
-        return Response(dumps({"agents": cards, "default": self.runtime.default_agent}),
-                        media_type="application/json")
+        body = {"agents": cards, "default": self.runtime.default_agent,
+                "unavailable": self.runtime.unavailable_agents()}  # agent id -> why it cannot work now
+        return Response(dumps(body), media_type="application/json")
 
     # --- traces, health, dashboard ----------------------------------------------------------------
 
@@ -174,7 +175,8 @@ class HttpServer:
         """GET /readyz: 200 when this replica can take work (store and bus reachable), else 503 saying why."""
         checks = await self.runtime.readiness()
         ready = all(v == "ok" for v in checks.values())
-        return JSONResponse({"status": "ready" if ready else "unavailable", "checks": checks},
+        return JSONResponse({"status": "ready" if ready else "unavailable", "checks": checks,
+                             "unavailable_agents": self.runtime.unavailable_agents()},  # informational
                             status_code=200 if ready else 503, headers={"Cache-Control": "no-store"})
 
     async def healthz(self, request: Request) -> Response:

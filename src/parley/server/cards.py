@@ -128,6 +128,12 @@ class Cards:
         self.modified_at = time.time()
         self._documents: OrderedDict[tuple[Any, ...], CardDocument] = OrderedDict()
 
+    def forget(self, agent_id: str) -> None:
+        """Drop the cached documents of an agent whose details changed (a remote agent's card arrived)."""
+        for key in [k for k in self._documents if k[0] == agent_id]:
+            del self._documents[key]
+        self.modified_at = time.time()
+
     def grpc_address(self, agent_url: str) -> str | None:
         """host:port of the gRPC binding as the clients of `agent_url` reach it, if gRPC is served."""
         port = self.settings.grpc_port

@@ -20,6 +20,8 @@ def render_dashboard(runtime: Runtime, base: str) -> str:
             "{\"messageId\":\"m1\",\"role\":\"ROLE_USER\",\"parts\":[{\"text\":\"hello\"}]}}}'"
         )
         default = " <em>(default)</em>" if agent_id == runtime.default_agent else ""
+        if agent.problem is not None:
+            default += f" <strong class='unavailable'>unavailable: {html.escape(agent.problem)}</strong>"
         rows.append(
             f"<section class='agent' data-agent='{html.escape(agent_id)}'>"
             f"<h2>{html.escape(agent.name)}{default}</h2><p>{html.escape(agent.description)}</p>"
