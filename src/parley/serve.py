@@ -46,10 +46,23 @@ def load_app(spec: str) -> Parley:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise ServeError(f"cannot import {module_name!r}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - the user's module failed while it was imported: say where, in a line
+        raise ServeError(f"importing {module_name!r} failed: {type(exc).__name__}: {exc}{_where(exc)}") from None
     app = getattr(module, attr, None)
     if not isinstance(app, Parley):
         raise ServeError(f"{spec!r} is not a parley.Parley instance")
     return app
+
+
+def _where(exc: BaseException) -> str:
+    """ ' (file.py, line N)': the innermost line of the user's code in the traceback (not Python's import
+    machinery, not Parley's own checks)."""
+    import traceback
+
+    package = os.path.dirname(os.path.abspath(__file__))
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.startswith("<frozen") and not os.path.abspath(f.filename).startswith(package)]
+    return f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
 
 
 def default_app(db: str | None = DEFAULT_DB, *, settings: Settings | None = None) -> Parley:

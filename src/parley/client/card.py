@@ -31,6 +31,10 @@ def normalise_card(data: Any) -> m.AgentCard:
     """Parse a 1.0 or 0.3 card into the canonical card."""
     if not isinstance(data, dict):
         raise ClientError("the agent card is not a JSON object")
+    if not data.get("supportedInterfaces") and not data.get("url"):
+        keys = ", ".join(sorted(map(str, data))[:6]) or "nothing"
+        raise ClientError(f"this is not an agent card: it has neither supportedInterfaces (A2A 1.0) nor url (0.3); "
+                          f"it has {keys}")
     data = dict(data)
     if not data.get("supportedInterfaces") and data.get("url"):
         data = security_from_v03(data)  # a 0.3 card: OpenAPI security shapes -> 1.0
@@ -112,5 +116,10 @@ async def fetch_card(http: httpx.AsyncClient, url: str) -> m.AgentCard:
     try:
         data = resp.json()
     except ValueError:
-        raise ClientError(f"GET {target} did not return JSON") from None
-    return normalise_card(data)
+        kind = resp.headers.get("content-type", "").split(";")[0].strip() or "no content type"
+        raise ClientError(f"GET {target} did not return an agent card but {kind} "
+                          f"({len(resp.content)} bytes, not JSON)") from None
+    try:
+        return normalise_card(data)
+    except ClientError as exc:
+        raise ClientError(f"GET {target}: {exc}") from None
