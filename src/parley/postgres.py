@@ -132,4 +132,46 @@ class Postgres:
         return {r["component"]: r["version"] for r in rows}
 
 
-__all__ = ["SCHEMES", "Postgres", "PostgresError", "is_postgres_url", "redact"]
+class PostgresTables:
+    """A component that keeps its tables in the server's PostgreSQL (task store, API keys, signing keys):
+    :meth:`open` takes a share of the pool and brings its tables to `steps`; :meth:`close` gives the share back.
+
+    Subclasses set `component` (its row in `parley_schema`) and `steps` (its migrations, never edited:
+    a change is a new step) and call :meth:`attach` from their constructor.
+    """
+
+    component: str
+    steps: Sequence[str]
+    postgres: Postgres
+    _pool: asyncpg.Pool | None
+
+    def attach(self, postgres: Postgres) -> None:
+        """Use `postgres` (not opened yet)."""
+        self.postgres = postgres
+        self._pool = None
+
+    async def open(self) -> None:
+        """Take a share of the pool and migrate (PostgresError: unreachable, or a schema of a newer Parley)."""
+        if self._pool is not None:
+            return
+        pool = await self.postgres.acquire_user()
+        try:
+            await self.postgres.migrate(self.component, self.steps)
+        except BaseException:
+            await self.postgres.release_user()
+            raise
+        self._pool = pool
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await self.postgres.release_user()
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise RuntimeError(f"the PostgreSQL {self.component} tables are not open: await open() first")
+        return self._pool
+
+
+__all__ = ["SCHEMES", "Postgres", "PostgresError", "PostgresTables", "is_postgres_url", "redact"]

@@ -96,7 +96,7 @@ def test_readyz_says_unavailable_once_the_runtime_begins_to_stop() -> None:
     from parley.settings import Settings
 
     async def scenario() -> None:
-        runtime = Runtime(builtin_agents(), settings=Settings(db="memory"))
+        runtime = Runtime({a.id: a for a in builtin_agents()}, settings=Settings(db="memory"))
         await runtime.start()
         try:
             assert set((await runtime.readiness()).values()) == {"ok"}

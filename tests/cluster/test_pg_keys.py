@@ -280,7 +280,7 @@ async def test_a_database_of_a_newer_parley_is_refused(pg: Callable[[], Postgres
                                             rf"\(this one knows schema {len(STEPS)}\)$"):
         await store.open()
     assert postgres.users == 0 and postgres._pool is None  # the share it took is given back
-    with pytest.raises(RuntimeError, match=r"^this PostgresKeyStore is not open: await open\(\) first$"):
+    with pytest.raises(RuntimeError, match=r"^the PostgreSQL api_keys tables are not open: await open\(\) first$"):
         await store.has_keys()
 
 
@@ -288,7 +288,7 @@ async def test_a_database_of_a_newer_parley_is_refused(pg: Callable[[], Postgres
 async def test_open_and_close_take_and_give_back_one_share_of_the_pool(pg: Callable[[], Postgres]):
     postgres = pg()
     store = PostgresKeyStore(postgres, PEPPER)
-    with pytest.raises(RuntimeError, match=r"^this PostgresKeyStore is not open: await open\(\) first$"):
+    with pytest.raises(RuntimeError, match=r"^the PostgreSQL api_keys tables are not open: await open\(\) first$"):
         await store.list()
     await store.open()
     await store.open()  # already open: no second share

@@ -153,14 +153,14 @@ async def test_a_database_of_a_newer_parley_is_refused(replicas: Make, conn: Any
                                             rf"Parley \(this one knows schema {len(STEPS)}\)$"):
         await keys.open()
     assert postgres.users == 0 and postgres._pool is None
-    with pytest.raises(RuntimeError, match=r"^these PostgresSigningKeys are not open: await open\(\) first$"):
+    with pytest.raises(RuntimeError, match=r"^the PostgreSQL signing_keys tables are not open: await open\(\) first$"):
         await keys.active()
 
 
 async def test_open_and_close_take_and_give_back_one_share_of_the_pool(postgres_url: str):
     postgres = Postgres(postgres_url, min_size=1, max_size=2)
     keys = PostgresSigningKeys(postgres)
-    with pytest.raises(RuntimeError, match=r"^these PostgresSigningKeys are not open: await open\(\) first$"):
+    with pytest.raises(RuntimeError, match=r"^the PostgreSQL signing_keys tables are not open: await open\(\) first$"):
         await keys.published(KEEP)
     await keys.open()
     await keys.open()

@@ -14,13 +14,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from parley.postgres import Postgres
+from parley.postgres import Postgres, PostgresTables
 from parley.push.signing import SigningKey, SigningKeys, new_key
-
-if TYPE_CHECKING:
-    import asyncpg
 
 COMPONENT = "signing_keys"
 STEPS = [
@@ -38,7 +35,7 @@ KEYS_LOCK = 0x70617273  # pg_advisory_xact_lock key of making and rotating signi
 _SELECT = "SELECT kid, private_pem, created_at, retired_at FROM push_signing_keys"
 
 
-class PostgresSigningKeys(SigningKeys):
+class PostgresSigningKeys(PostgresTables, SigningKeys):
     """Signing keys in PostgreSQL (table `push_signing_keys`), private keys sealed with `seal`.
 
     Args:
@@ -50,33 +47,10 @@ class PostgresSigningKeys(SigningKeys):
 
     def __init__(self, postgres: Postgres, seal: Callable[[str], str] | None = None,
                  open_: Callable[[str], str] | None = None) -> None:
-        super().__init__(seal, open_)
-        self.postgres = postgres
-        self._pool: asyncpg.Pool | None = None
+        SigningKeys.__init__(self, seal, open_)
+        self.attach(postgres)
 
-    async def open(self) -> None:
-        """Take a share of the pool and bring the table to this version's schema
-        (PostgresError: unreachable, or a schema written by a newer Parley)."""
-        if self._pool is not None:
-            return
-        pool = await self.postgres.acquire_user()
-        try:
-            await self.postgres.migrate(COMPONENT, STEPS)
-        except BaseException:
-            await self.postgres.release_user()
-            raise
-        self._pool = pool
-
-    async def close(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            await self.postgres.release_user()
-
-    @property
-    def pool(self) -> asyncpg.Pool:
-        if self._pool is None:
-            raise RuntimeError("these PostgresSigningKeys are not open: await open() first")
-        return self._pool
+    component, steps = COMPONENT, STEPS
 
     async def active(self, now: float | None = None) -> SigningKey:
         """The key that signs now; the first replica to need one makes it, under the keys' lock."""

@@ -13,13 +13,10 @@ Every replica must use the same pepper (`PARLEY_KEY_PEPPER`): the stored digests
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from parley.postgres import Postgres
+from parley.postgres import Postgres, PostgresTables
 from parley.security.keys import ANY_AGENT, TOUCH_EVERY, ApiKey, KeyStore, _Stored
-
-if TYPE_CHECKING:
-    import asyncpg
 
 COMPONENT = "api_keys"
 STEPS = [
@@ -42,7 +39,7 @@ STEPS = [
 _COLUMNS = "id, digest, agent_id, principal, name, scopes, created_at, expires_at, last_used_at, revoked_at"
 
 
-class PostgresKeyStore(KeyStore):
+class PostgresKeyStore(PostgresTables, KeyStore):
     """Keys in PostgreSQL (table `api_keys`), through the server's shared pool.
 
     Args:
@@ -55,33 +52,10 @@ class PostgresKeyStore(KeyStore):
     def __init__(self, postgres: Postgres, pepper: bytes) -> None:
         if not isinstance(pepper, bytes) or not pepper:
             raise ValueError("the API key pepper must be non-empty bytes (the same on every replica)")
-        super().__init__(pepper)
-        self.postgres = postgres
-        self._pool: asyncpg.Pool | None = None
+        KeyStore.__init__(self, pepper)
+        self.attach(postgres)
 
-    async def open(self) -> None:
-        """Take a share of the pool and bring the `api_keys` table to this version's schema
-        (PostgresError: unreachable, or a schema written by a newer Parley)."""
-        if self._pool is not None:
-            return
-        pool = await self.postgres.acquire_user()
-        try:
-            await self.postgres.migrate(COMPONENT, STEPS)
-        except BaseException:
-            await self.postgres.release_user()
-            raise
-        self._pool = pool
-
-    async def close(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            await self.postgres.release_user()
-
-    @property
-    def pool(self) -> asyncpg.Pool:
-        if self._pool is None:
-            raise RuntimeError("this PostgresKeyStore is not open: await open() first")
-        return self._pool
+    component, steps = COMPONENT, STEPS
 
     @staticmethod
     def _key(row: Any) -> tuple[ApiKey, str]:

@@ -255,15 +255,31 @@ class Fanout:
         self.cancel(message.task, message.metadata)
 
 
-class LocalBus(EventBus):
-    """The in-process bus: followers and the engine share one event loop."""
+class FanoutBus(EventBus):
+    """A bus whose subscriptions and cancel handlers in this process live in a :class:`Fanout`."""
 
     def __init__(self, buffer: int = DEFAULT_BUFFER) -> None:
         self._fanout = Fanout(buffer)
 
     @property
     def buffer(self) -> int:
+        """Entries a subscriber may fall behind before it must re-read the store."""
         return self._fanout.buffer
+
+    @property
+    def subscriber_count(self) -> int:
+        """How many subscriptions are open (for tests and metrics)."""
+        return self._fanout.subscriber_count
+
+    def on_cancel(self, handler: CancelHandler) -> Callable[[], None]:
+        return self._fanout.on_cancel(handler)
+
+    def end_streams(self) -> None:
+        self._fanout.end_all()
+
+
+class LocalBus(FanoutBus):
+    """The in-process bus: followers and the engine share one event loop."""
 
     def subscribe(self, task_id: str, after: int = 0) -> Subscription:
         return self._fanout.subscribe(task_id)
@@ -273,14 +289,3 @@ class LocalBus(EventBus):
 
     async def request_cancel(self, task_id: str, metadata: dict[str, Any]) -> None:
         self._fanout.cancel(task_id, metadata)
-
-    def on_cancel(self, handler: CancelHandler) -> Callable[[], None]:
-        return self._fanout.on_cancel(handler)
-
-    def end_streams(self) -> None:
-        self._fanout.end_all()
-
-    @property
-    def subscriber_count(self) -> int:
-        """How many subscriptions are open (for tests and metrics)."""
-        return self._fanout.subscriber_count

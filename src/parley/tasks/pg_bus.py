@@ -25,13 +25,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from parley.postgres import Postgres, PostgresError, _asyncpg, redact
-from parley.tasks.bus import DEFAULT_BUFFER, CancelHandler, EventBus, Fanout, Subscription
+from parley.tasks.bus import DEFAULT_BUFFER, Fanout, FanoutBus, Subscription
 from parley.tasks.entry_codec import decode_entries, encode_entries
 from parley.tasks.log import Entry
 
@@ -57,7 +57,7 @@ _notice_dec = msgspec.json.Decoder(_Notice)
 _enc = msgspec.json.Encoder()
 
 
-class PostgresBus(EventBus):
+class PostgresBus(FanoutBus):
     """Task events and cancel requests over PostgreSQL LISTEN/NOTIFY.
 
     Args:
@@ -75,21 +75,12 @@ class PostgresBus(EventBus):
         self.events_channel = f"{namespace}_events"
         self.cancel_channel = f"{namespace}_cancel"
         self.application_name = f"parley-bus {namespace}"  # of the listening connection, in pg_stat_activity
-        self._fanout = Fanout(buffer)
+        super().__init__(buffer)
         self._pool: asyncpg.Pool | None = None
         self._conn: asyncpg.Connection | None = None
         self._lost: asyncio.Event | None = None
         self._watch: asyncio.Task[None] | None = None
         self._closed = False
-
-    @property
-    def buffer(self) -> int:
-        return self._fanout.buffer
-
-    @property
-    def subscriber_count(self) -> int:
-        """How many subscriptions are open (for tests and metrics)."""
-        return self._fanout.subscriber_count
 
     # --- lifecycle ------------------------------------------------------------------------------------------------
 
@@ -168,11 +159,6 @@ class PostgresBus(EventBus):
         await pool.execute("SELECT pg_notify($1, $2)", self.cancel_channel,
                            Fanout.cancel_message(task_id, metadata).decode())
 
-    def on_cancel(self, handler: CancelHandler) -> Callable[[], None]:
-        return self._fanout.on_cancel(handler)
-
-    def end_streams(self) -> None:
-        self._fanout.end_all()
 
     # --- the listening connection ---------------------------------------------------------------------------------
 

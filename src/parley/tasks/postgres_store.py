@@ -24,11 +24,11 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
-from parley.postgres import Postgres
+from parley.postgres import Postgres, PostgresTables
 from parley.protocol import models as m
 from parley.tasks.entry_codec import decode_entry, encode_event
 from parley.tasks.log import Entry
@@ -49,9 +49,6 @@ from parley.tasks.store import (
     TaskStore,
     check_commit,
 )
-
-if TYPE_CHECKING:
-    import asyncpg
 
 _UNFINISHED = f"('{m.TaskState.SUBMITTED.value}', '{m.TaskState.WORKING.value}')"
 _NOW = "extract(epoch from clock_timestamp())"
@@ -201,7 +198,7 @@ def _busy(busy: set[tuple[str, str]]) -> tuple[list[str], list[str]]:
     return [t for t, _ in busy], [c for _, c in busy]
 
 
-class PostgresTaskStore(TaskStore):
+class PostgresTaskStore(PostgresTables, TaskStore):
     """Tasks, logs, idempotency keys, checkpoints, links, leases and push state in PostgreSQL.
 
     Args:
@@ -213,27 +210,12 @@ class PostgresTaskStore(TaskStore):
     exclusive = False
 
     def __init__(self, postgres: Postgres, *, claim_seconds: float = 60.0, gap_seconds: float = 5.0) -> None:
-        self.postgres = postgres
+        self.attach(postgres)
         self.claim_seconds = claim_seconds
         self.gap_seconds = gap_seconds
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"  # claims push notifications
-        self._pool: asyncpg.Pool | None = None
 
-    async def open(self) -> None:
-        if self._pool is None:
-            await self.postgres.migrate("tasks", MIGRATIONS)
-            self._pool = await self.postgres.acquire_user()
-
-    @property
-    def pool(self) -> asyncpg.Pool:
-        if self._pool is None:
-            raise RuntimeError("the PostgreSQL task store is not open (await store.open() first)")
-        return self._pool
-
-    async def close(self) -> None:
-        if self._pool is not None:
-            self._pool = None
-            await self.postgres.release_user()
+    component, steps = "tasks", MIGRATIONS
 
     # --- writing ---------------------------------------------------------------------------------
 

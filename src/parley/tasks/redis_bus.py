@@ -30,11 +30,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from parley.postgres import redact
-from parley.tasks.bus import DEFAULT_BUFFER, CancelHandler, EventBus, Fanout, Subscription
+from parley.tasks.bus import DEFAULT_BUFFER, Fanout, FanoutBus, Subscription
 from parley.tasks.entry_codec import decode_entries, encode_entries
 from parley.tasks.log import Entry
 from parley.tasks.store import StoreError
@@ -65,7 +65,7 @@ def _redis() -> Any:
 # --- Redis ----------------------------------------------------------------------------------------------------------
 
 
-class RedisBus(EventBus):
+class RedisBus(FanoutBus):
     """Task events over Redis Streams and cancel requests over Redis Pub/Sub.
 
     Args:
@@ -96,7 +96,7 @@ class RedisBus(EventBus):
         self._events_prefix = f"{namespace}:events:"
         self._cancel_channel = f"{namespace}:cancel"
         self._wake_key = f"{namespace}:wake:{self.id}"
-        self._fanout = Fanout(buffer)
+        super().__init__(buffer)
         self._cursors: dict[str, int] = {}  # task -> the last seq handed to its subscriptions (or their `after`)
         self._client: Any = None  # publishing, waking, Pub/Sub (a pool)
         self._reader: Any = None  # the XREAD connection
@@ -105,15 +105,6 @@ class RedisBus(EventBus):
         self._wake_needed: asyncio.Event | None = None
         self._block_ms = BLOCK_MS
         self._closed = False
-
-    @property
-    def buffer(self) -> int:
-        return self._fanout.buffer
-
-    @property
-    def subscriber_count(self) -> int:
-        """How many subscriptions are open (for tests and metrics)."""
-        return self._fanout.subscriber_count
 
     def _key(self, task_id: str) -> str:
         return self._events_prefix + task_id
@@ -226,11 +217,6 @@ class RedisBus(EventBus):
     async def request_cancel(self, task_id: str, metadata: dict[str, Any]) -> None:
         await self._require().publish(self._cancel_channel, Fanout.cancel_message(task_id, metadata))
 
-    def on_cancel(self, handler: CancelHandler) -> Callable[[], None]:
-        return self._fanout.on_cancel(handler)
-
-    def end_streams(self) -> None:
-        self._fanout.end_all()
 
     # --- background tasks -----------------------------------------------------------------------------------------
 
