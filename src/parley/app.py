@@ -72,12 +72,14 @@ class Parley:
         output_modes: list[str] | None = None,
         extensions: list[m.AgentExtension] | None = None,
         default: bool = False,
+        replies: bool = False,
     ) -> Callable[[AgentFn], AgentFn]:
-        """Decorator: register an async generator function as an agent."""
+        """Decorator: register an async generator function as an agent (`replies=True`: it may answer a message
+        with a Message instead of a Task, by yielding `ctx.reply(...)` first; docs/agents.md)."""
 
         def register(fn: AgentFn) -> AgentFn:
             agent = FunctionAgent(fn, id=id, name=name, description=description, skills=skills,
-                                  input_modes=input_modes, output_modes=output_modes)
+                                  input_modes=input_modes, output_modes=output_modes, replies=replies)
             agent.extensions = list(extensions or [])
             self.add_agent(agent, default=default)
             return fn

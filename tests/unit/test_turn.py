@@ -419,3 +419,58 @@ def test_a_whole_run_folds_into_the_answer() -> None:
         (first, [m.Part(text="The answer is 42.")]), (second, [m.Part(text="Sure.")])]
     assert task.status.state is S.COMPLETED
     assert [h.text() for h in task.history or []] == ["checking"]
+
+
+# --- replies (ctx.reply): a completed status whose message is the answer; as a Message result (A2A 1.0 §3.1.1) --
+
+
+def test_a_reply_closes_the_text_then_completes_with_the_reply_as_status_message() -> None:
+    from parley.agents.base import Reply
+
+    turn = make()
+    assert turn.output("thinking") == []
+    events = turn.output(Reply([m.Part(text="42")], {"k": 1}))
+    assert events == [
+        chunk("thinking", aid="id1", append=False, last=True),
+        m.TaskStatusUpdateEvent(task_id="t1", context_id="c1", status=m.TaskStatus(
+            state=S.COMPLETED, timestamp=NOW,
+            message=m.Message(message_id="id2", role=m.Role.AGENT, parts=[m.Part(text="42")], task_id="t1",
+                              context_id="c1", metadata={"k": 1}))),
+    ]
+
+
+def test_a_reply_as_the_whole_answer_is_marked_and_read_back_as_the_clients_message() -> None:
+    from parley.agents.base import Reply
+    from parley.tasks.turn import REPLY_MARK, reply_of
+
+    assert REPLY_MARK == "parley.reply"  # stored in task logs: changing it would lose old replies
+    turn = make()
+    plain = turn.reply(Reply([m.Part(text="hi")]))
+    assert plain.status.message.metadata is None and reply_of(plain.status) is None  # a task's answer
+    event = turn.reply(Reply([m.Part(text="hi")], {"mood": "ok"}), as_message=True)
+    assert event.status.state is S.COMPLETED
+    assert event.status.message.metadata == {"mood": "ok", "parley.reply": True}
+    assert reply_of(event.status) == m.Message(message_id="id2", role=m.Role.AGENT, parts=[m.Part(text="hi")],
+                                               context_id="c1", metadata={"mood": "ok"})
+    bare = turn.reply(Reply([m.Part(text="x")]), as_message=True)
+    assert bare.status.message.metadata == {"parley.reply": True}
+    assert reply_of(bare.status).metadata is None  # nothing of the agent's: no metadata, not an empty one
+    failed = m.TaskStatus(state=S.FAILED, message=event.status.message)
+    assert reply_of(failed) is None  # only a completed task answered with a reply
+    assert reply_of(m.TaskStatus(state=S.COMPLETED)) is None
+
+
+def test_reply_of_keeps_the_messages_extensions_and_references() -> None:
+    from parley.tasks.turn import REPLY_MARK, reply_of
+
+    message = m.Message(message_id="r1", role=m.Role.AGENT, parts=[m.Part(text="x")], task_id="t1", context_id="c1",
+                        metadata={REPLY_MARK: True}, extensions=["urn:e"], reference_task_ids=["t0"])
+    assert reply_of(m.TaskStatus(state=S.COMPLETED, message=message)) == m.Message(
+        message_id="r1", role=m.Role.AGENT, parts=[m.Part(text="x")], context_id="c1", extensions=["urn:e"],
+        reference_task_ids=["t0"])
+
+
+def test_an_empty_reply_metadata_is_no_metadata() -> None:
+    from parley.agents.base import Reply
+
+    assert make().reply(Reply([m.Part(text="x")], {})).status.message.metadata is None

@@ -45,7 +45,20 @@ class InternalEvent:
     data: dict[str, Any] = field(default_factory=dict)
 
 
-AgentOutput = Union[str, Status, ArtifactChunk, InternalEvent, m.Artifact, m.Message]
+@dataclass(slots=True)
+class Reply:
+    """The agent's answer, complete in one message (`ctx.reply(...)`); the turn ends with it.
+
+    From an agent declared with `replies=True`, a Reply that comes before anything else is the
+    whole interaction: the client gets a Message, not a Task (A2A 1.0 section 3.1.1). Otherwise
+    it completes the task with this message as its status message.
+    """
+
+    parts: list[m.Part]
+    metadata: dict[str, Any] | None = None
+
+
+AgentOutput = Union[str, Status, ArtifactChunk, InternalEvent, m.Artifact, m.Message, Reply]
 
 
 class AgentError(Exception):
@@ -115,6 +128,12 @@ class RunContext:
         """Refuse the task."""
         return Status(m.TaskState.REJECTED, reason)
 
+    def reply(self, content: str | list[m.Part], metadata: dict[str, Any] | None = None) -> Reply:
+        """Answer in one message and end the turn: a Message result for an agent declared `replies=True` (when
+        nothing came before it), else the task completes with it as its status message."""
+        parts = [m.Part(text=content)] if isinstance(content, str) else list(content)
+        return Reply(parts, metadata)
+
     def internal(self, kind: str, **data: Any) -> InternalEvent:
         """An internal observability event."""
         return InternalEvent(kind if kind.startswith("internal:") else f"internal:{kind}", data)
@@ -131,6 +150,7 @@ class Agent(ABC):
     input_modes: list[str] = ["text/plain"]
     output_modes: list[str] = ["text/plain"]
     extensions: list[m.AgentExtension] = []
+    replies: bool = False  # may answer with a Message instead of a Task (ctx.reply first): streams wait for it
     problem: str | None = None  # why the agent cannot work now (a remote agent out of reach); None: available
 
     @abstractmethod
@@ -157,6 +177,7 @@ class FunctionAgent(Agent):
         version: str = "1.0.0",
         input_modes: list[str] | None = None,
         output_modes: list[str] | None = None,
+        replies: bool = False,
     ) -> None:
         if not inspect.isasyncgenfunction(fn):
             raise TypeError(f"agent {id!r}: {fn.__name__} must be an async generator function (async def + yield)")
@@ -171,6 +192,7 @@ class FunctionAgent(Agent):
         self.input_modes = input_modes or ["text/plain"]
         self.output_modes = output_modes or ["text/plain"]
         self.extensions = []
+        self.replies = replies
 
     def run(self, ctx: RunContext) -> AsyncIterator[AgentOutput]:
         return self.fn(ctx)

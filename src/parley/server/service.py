@@ -34,6 +34,7 @@ from parley.server.subscribers import SubscriberLimit
 from parley.tasks.engine import TaskEngine
 from parley.tasks.log import Entry, trim_history
 from parley.tasks.store import StoredPushConfig
+from parley.tasks.turn import reply_of
 
 CardSource = Callable[[str, str], Awaitable[m.AgentCard]]  # (agent id, agent URL) -> the agent's public card
 # (agent id, agent URL, caller) -> the caller's extended card, or None when none is offered
@@ -79,6 +80,31 @@ class TraceRequest:
     depth: int
 
 
+async def reply_or_task(events: AsyncIterator[Entry | None]) -> AsyncIterator[Entry | None]:
+    """The stream of a send to an agent that may answer with a Message: the task's first frame waits for the
+    agent's first visible output; when that is the reply, the stream is that one Message (A2A 1.0 section
+    3.1.1), else the task and everything after it."""
+    held: Entry | None = None
+    released = False
+    async for entry in events:
+        if entry is None or released:
+            yield entry
+            continue
+        if held is None:
+            held = entry  # the task, as created
+            continue
+        if isinstance(entry.event, m.TaskStatusUpdateEvent) and (reply := reply_of(entry.event.status)) is not None:
+            yield Entry(entry.seq, reply)
+            return
+        released = True
+        yield held
+        yield entry
+    if held is not None and not released:  # the log ended with the task (a retry of a finished send)
+        assert isinstance(held.event, m.Task)
+        reply = reply_of(held.event.status)
+        yield Entry(held.seq, reply) if reply is not None else held
+
+
 class A2AService:
     """Implements each A2A operation on top of the task engine."""
 
@@ -107,6 +133,9 @@ class A2AService:
                 task = sub.record.task
             else:
                 task = await e.wait_settled(sub)
+                reply = reply_of(task.status)
+                if reply is not None:  # the agent answered with a Message, not a Task (A2A 1.0 section 3.1.1)
+                    return reply
             return trim_history(task, conf.history_length if conf else None)
         if op is Operation.GET:
             return await e.get(ctx.agent_id, ctx.owner, req)
@@ -148,9 +177,11 @@ class A2AService:
             sub = await e.submit(ctx.agent_id, ctx.owner, req, await self._inline_push(ctx, req))
             first = sub.first
             assert isinstance(first.event, m.Task)
-            return self.subscribers.follow(first.event.id, e.follow(
-                first.event.id, first.seq, state=first.event.status.state, until=is_settled, idle=ctx.idle,
-                first=first))
+            events = e.follow(first.event.id, first.seq, state=first.event.status.state, until=is_settled,
+                              idle=ctx.idle, first=first)
+            if e.agents[ctx.agent_id].replies:
+                events = reply_or_task(events)
+            return self.subscribers.follow(first.event.id, events)
         first, rec = await e.subscribe(ctx.agent_id, ctx.owner, req.id, ctx.last_event_id)
         state = rec.task.status.state
         if first is not None and is_terminal(state) and ctx.version == "1.0":

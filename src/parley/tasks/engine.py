@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from parley.agents.base import Agent, AgentError, AgentOutput, InternalEvent, RunContext, new_id
+from parley.agents.base import Agent, AgentError, AgentOutput, InternalEvent, Reply, RunContext, new_id
 from parley.protocol import models as m
 from parley.protocol.errors import (
     InvalidParamsError,
@@ -126,6 +126,7 @@ class Run:
     has_checkpoint: bool = False
     lease_lost: bool = False
     paced_at: float = 0.0
+    may_reply: bool = False  # nothing visible yet from an agent that may answer with a Message: `working` waits
 
     @property
     def task(self) -> m.Task:
@@ -485,7 +486,9 @@ class TaskEngine:
     async def _drive(self, run: Run, agent: Agent, ctx: RunContext, first_turn: bool) -> None:
         task_id = run.task.id
         try:
-            if first_turn:
+            if first_turn and agent.replies:
+                run.may_reply = True  # `working` comes with the first output, unless that is the reply itself
+            elif first_turn:
                 async with run.lock:
                     await self._append(run, [run.turn.status(m.TaskState.WORKING)])
             gen = agent.run(ctx)
@@ -544,6 +547,13 @@ class TaskEngine:
 
     async def _take(self, run: Run, out: AgentOutput) -> None:
         """One output of the agent: buffer text, keep checkpoints and links, append everything else."""
+        if run.may_reply and not isinstance(out, InternalEvent):
+            run.may_reply = False
+            async with run.lock:
+                if isinstance(out, Reply):  # the whole interaction is this message (A2A 1.0 section 3.1.1)
+                    await self._append(run, [run.turn.reply(out, as_message=True)])
+                    return
+                await self._append(run, [run.turn.status(m.TaskState.WORKING)])
         if type(out) is str:
             run.turn.open.append(out)  # what Turn.output does with text, without the dispatch
             self._flush_soon(run)

@@ -18,10 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from parley.agents.base import AgentOutput, ArtifactChunk, InternalEvent, Status, new_id
+from parley.agents.base import AgentOutput, ArtifactChunk, InternalEvent, Reply, Status, new_id
 from parley.protocol import models as m
 from parley.protocol.states import InvalidTransition
 from parley.tasks.log import now_iso
+
+REPLY_MARK = "parley.reply"  # in the metadata of a status message that is the whole answer (a Message result)
 
 TEXT_ARTIFACT_NAME = "response"
 Event = m.Message | m.TaskStatusUpdateEvent | m.TaskArtifactUpdateEvent
@@ -151,6 +153,8 @@ class Turn:
                 task_id=self.task_id, context_id=self.context_id, artifact=out, last_chunk=True)]
         if isinstance(out, m.Message):
             return [*self.close_text(), self.status(m.TaskState.WORKING, parts=out.parts)]
+        if isinstance(out, Reply):
+            return [*self.close_text(), self.reply(out)]
         raise InvalidTransition(f"an agent cannot yield {type(out).__name__}")
 
     def status(self, state: m.TaskState, text: str | None = None, parts: list[m.Part] | None = None,
@@ -163,6 +167,16 @@ class Turn:
         return m.TaskStatusUpdateEvent(task_id=self.task_id, context_id=self.context_id,
                                        status=m.TaskStatus(state=state, message=message, timestamp=self.clock()),
                                        metadata=metadata)
+
+    def reply(self, out: Reply, *, as_message: bool = False) -> m.TaskStatusUpdateEvent:
+        """`completed`, with the reply as the status message; `as_message`: the interaction is that one message
+        (marked with REPLY_MARK in its metadata, so a retry of the request gets the Message again)."""
+        metadata = {**(out.metadata or {}), REPLY_MARK: True} if as_message else out.metadata
+        message = m.Message(message_id=self.ids(), role=m.Role.AGENT, parts=out.parts, task_id=self.task_id,
+                            context_id=self.context_id, metadata=metadata or None)
+        return m.TaskStatusUpdateEvent(task_id=self.task_id, context_id=self.context_id,
+                                       status=m.TaskStatus(state=m.TaskState.COMPLETED, message=message,
+                                                           timestamp=self.clock()))
 
     # --- endings ------------------------------------------------------------------------------------
 
@@ -178,3 +192,15 @@ class Turn:
         """The task was canceled: held text is dropped, the task ends `canceled`."""
         self.held, self.open = None, []
         return [self.status(m.TaskState.CANCELED, metadata=metadata or None)]
+
+
+def reply_of(status: m.TaskStatus) -> m.Message | None:
+    """The Message a task answered with, when the interaction was one reply (see :meth:`Turn.reply`); None
+    otherwise. The message is returned as the client sees it: no task id, no marker."""
+    message = status.message
+    if status.state is not m.TaskState.COMPLETED or message is None or not (message.metadata or {}).get(REPLY_MARK):
+        return None
+    metadata = {k: v for k, v in message.metadata.items() if k != REPLY_MARK} or None
+    return m.Message(message_id=message.message_id, role=message.role, parts=message.parts,
+                     context_id=message.context_id, metadata=metadata, extensions=message.extensions,
+                     reference_task_ids=message.reference_task_ids)
