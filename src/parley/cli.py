@@ -93,6 +93,21 @@ def fail(message: str) -> None:
     raise typer.Exit(1)
 
 
+# What a server's error message suggests in protocol terms, said with the command that does it.
+_CLI_WORDS = (
+    ("use GetTask, or resubscribe with Last-Event-ID to replay",
+     "see it with `parley tasks get`, or replay its events with `parley tasks watch --last-event-id 0`"),
+    ("GET /agents lists them", "`parley agents` lists them"),
+)
+
+
+def cli_words(message: str) -> str:
+    """A server's error message with its protocol hints turned into the CLI commands that do the same."""
+    for protocol, command in _CLI_WORDS:
+        message = message.replace(protocol, command)
+    return message
+
+
 def run(coro_fn: Callable[..., Awaitable[T]]) -> Callable[..., T]:
     """Run an async command, turning every expected failure into one line."""
 
@@ -103,9 +118,9 @@ def run(coro_fn: Callable[..., Awaitable[T]]) -> Callable[..., T]:
         except BrokenPipeError:  # `parley ... | head`: the reader left; end quietly
             _reader_gone()
         except A2AError as exc:
-            fail(f"{exc.message} (A2A error {exc.code})")
+            fail(f"{cli_words(exc.message)} (A2A error {exc.code})")
         except ClientError as exc:
-            fail(str(exc))
+            fail(cli_words(str(exc)))
         except KeyboardInterrupt:
             err.print("interrupted")
             raise typer.Exit(130) from None

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from test_cli import ENV, PARLEY, TIMEOUT, assert_one_error_line
 
 from support import free_port
-from test_cli import ENV, PARLEY, TIMEOUT, assert_one_error_line
 
 PAGES = {
     "/other.json": ("application/json", b'{"hello": 1, "items": [1, 2]}'),
@@ -24,7 +24,7 @@ PAGES = {
 
 
 class Pages(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+    def do_GET(self) -> None:
         kind, body = PAGES.get(self.path, ("text/plain", b"missing"))
         self.send_response(200 if self.path in PAGES else 404)
         self.send_header("Content-Type", kind)
@@ -47,7 +47,8 @@ def site() -> Iterator[str]:
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*PARLEY, *args], capture_output=True, text=True, env=ENV, timeout=TIMEOUT, cwd=cwd)
+    return subprocess.run([*PARLEY, *args], capture_output=True, text=True, env=ENV, timeout=TIMEOUT, cwd=cwd,
+                          check=False)
 
 
 @pytest.mark.parametrize("command", [["card"], ["send"]])
@@ -78,3 +79,29 @@ def test_an_agent_that_is_not_an_async_generator_is_named_with_the_fix(tmp_path:
     assert proc.returncode == 1
     assert_one_error_line(proc, "agent 'greeter'", "must be an async generator function (async def + yield)",
                           "plain.py, line 4")
+
+
+def test_an_unknown_agent_names_the_hosted_ones_and_the_command_that_lists_them() -> None:
+    from parley.serve import default_app
+    from support import running
+
+    with running(default_app(None)) as srv:
+        proc = run("send", f"{srv.url}/a2a/nope", "hello")
+    assert_one_error_line(proc, "No agent 'nope' is hosted here (the agents are: echo, interviewer)",
+                          "`parley agents` lists them")
+
+
+def test_watching_a_finished_task_suggests_the_commands_not_the_protocol_methods() -> None:
+    import httpx
+
+    from parley.serve import default_app
+    from support import running
+
+    with running(default_app(None)) as srv:
+        done = httpx.post(f"{srv.url}/a2a/echo", json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+            "message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}},
+            headers={"A2A-Version": "1.0"}).json()["result"]["task"]
+        proc = run("tasks", "watch", f"{srv.url}/a2a/echo", done["id"], "--version", "1.0")
+    line = assert_one_error_line(proc, "is already finished", "see it with `parley tasks get`",
+                                 "`parley tasks watch --last-event-id 0`")
+    assert "GetTask" not in line

@@ -71,6 +71,17 @@ def normalise_card(data: Any) -> m.AgentCard:
         raise ClientError(f"the agent card is not valid: {exc.message}") from None
 
 
+def _said(resp: httpx.Response) -> str:
+    """': <the error message>' of a JSON error body (Parley's, JSON-RPC's, google.rpc.Status), else ''."""
+    try:
+        body = resp.json()
+    except ValueError:
+        return ""
+    error = body.get("error") if isinstance(body, dict) else None
+    message = error.get("message") if isinstance(error, dict) else error
+    return f": {message[:300]}" if isinstance(message, str) and message else ""
+
+
 def _major_minor(version: str) -> str:
     parts = version.split(".")
     return ".".join(parts[:2]) if len(parts) >= 2 else f"{parts[0]}.0"
@@ -112,7 +123,7 @@ async def fetch_card(http: httpx.AsyncClient, url: str) -> m.AgentCard:
     except httpx.HTTPError as exc:
         raise ClientError(f"cannot reach {target}: {exc.__class__.__name__}: {exc}") from None
     if resp.status_code != 200:
-        raise ClientError(f"GET {target} answered HTTP {resp.status_code}")
+        raise ClientError(f"GET {target} answered HTTP {resp.status_code}{_said(resp)}")
     try:
         data = resp.json()
     except ValueError:

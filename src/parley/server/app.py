@@ -71,6 +71,18 @@ class HttpServer:
 
     # --- A2A -------------------------------------------------------------------------------------
 
+    def _no_agent(self, agent_id: str) -> MethodNotFoundError:
+        """An agent id nobody hosts: the error names the agents that are (at most 20)."""
+        hosted = list(self.runtime.agents)
+        names = ", ".join(hosted[:20]) + (f" and {len(hosted) - 20} more" if len(hosted) > 20 else "")
+        return MethodNotFoundError(f"No agent {agent_id!r} is hosted here (the agents are: {names}); "
+                                   "GET /agents lists them")
+
+    def _unknown_agent(self, agent_id: str) -> Response:
+        """404 for an agent id nobody hosts, as a JSON-RPC error body."""
+        return Response(error_body(None, self._no_agent(agent_id), "0.3"), status_code=404,
+                        media_type="application/json")
+
     async def rpc_default(self, request: Request) -> Response:
         agent_id = self.runtime.default_agent
         return await self.jsonrpc.handle(request, agent_id, lambda: self.agent_url(request, agent_id, root=True))
@@ -78,13 +90,13 @@ class HttpServer:
     async def rpc_agent(self, request: Request) -> Response:
         agent_id = request.path_params["agent_id"]
         if agent_id not in self.runtime.agents:
-            return _unknown_agent(agent_id)
+            return self._unknown_agent(agent_id)
         return await self.jsonrpc.handle(request, agent_id, lambda: self.agent_url(request, agent_id))
 
     async def rest_agent(self, request: Request) -> Response:
         agent_id, path = request.path_params["agent_id"], request.path_params["rest"]
         if agent_id not in self.runtime.agents:  # answered in the binding's own error body and media type
-            return self._rest_endpoint(path).error_response(request, _no_agent(agent_id))
+            return self._rest_endpoint(path).error_response(request, self._no_agent(agent_id))
         return await self._rest(request, agent_id, path, lambda: self.agent_url(request, agent_id))
 
     async def rest_root(self, request: Request) -> Response:
@@ -112,7 +124,7 @@ class HttpServer:
     async def card_agent(self, request: Request) -> Response:
         agent_id = request.path_params["agent_id"]
         if agent_id not in self.runtime.agents:
-            return JSONResponse({"error": f"no agent {agent_id!r} is hosted here"}, status_code=404)
+            return JSONResponse({"error": self._no_agent(agent_id).message}, status_code=404)
         return await self._card(request, agent_id, self.agent_url(request, agent_id))
 
     async def _card(self, request: Request, agent_id: str, url: str) -> Response:
@@ -148,7 +160,7 @@ class HttpServer:
         """One of Parley's per-task JSON endpoints, through the request pipeline (owner checks, limits)."""
         agent_id = request.path_params.get("agent_id") or self.runtime.default_agent
         if agent_id not in self.runtime.agents:
-            return _unknown_agent(agent_id)
+            return self._unknown_agent(agent_id)
         task_id = request.path_params["task_id"]
 
         async def decode() -> Call:
@@ -233,15 +245,6 @@ def _not_modified(request: Request, doc: CardDocument) -> bool:
         except (TypeError, ValueError):
             return False
     return False
-
-
-def _no_agent(agent_id: str) -> MethodNotFoundError:
-    return MethodNotFoundError(f"No agent {agent_id!r} is hosted here; GET /agents lists them")
-
-
-def _unknown_agent(agent_id: str) -> Response:
-    """404 for an agent id nobody hosts, as a JSON-RPC error body."""
-    return Response(error_body(None, _no_agent(agent_id), "0.3"), status_code=404, media_type="application/json")
 
 
 def create_app(runtime: Runtime) -> Starlette:
