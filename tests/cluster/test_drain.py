@@ -11,7 +11,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from replicas import replicas
 from test_replicas import V1, call, start, state_of, ticks
 

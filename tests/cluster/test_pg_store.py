@@ -17,7 +17,7 @@ from parley.tasks.postgres_store import MIGRATIONS, PostgresTaskStore
 from parley.tasks.store import Lease, SequenceConflict
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))
-from test_store_contract import advance, hook, new_task, put, status  # noqa: E402
+from test_store_contract import advance, hook, new_task, put, status
 
 S = m.TaskState
 

@@ -445,6 +445,9 @@ class PostgresTaskStore(PostgresTables, TaskStore):
         rows = await self.pool.fetch(
             f"WITH heads AS ({_LANE_HEADS}), due AS ("
             "  SELECT o.id FROM push_outbox o JOIN heads h ON o.id = h.id WHERE h.due_at <= $4 AND o.state='pending'"
+            # Checked again on the locked row: `heads` is the statement's snapshot, and another replica's claim
+            # may have committed since (PostgreSQL re-evaluates only conditions on the locked row itself).
+            "  AND o.next_at <= $4 AND (o.claimed_by IS NULL OR o.claimed_by = $3 OR o.claimed_until <= $4)"
             "  ORDER BY h.due_at, h.id LIMIT $5 FOR UPDATE OF o SKIP LOCKED) "
             "UPDATE push_outbox o SET claimed_by = $3, claimed_until = $4 + $6 FROM due WHERE o.id = due.id "
             f"RETURNING {_NOTIFICATION}",
