@@ -49,7 +49,9 @@ class Backends:
         if self.postgres is not None:
             from parley.tasks.postgres_store import PostgresTaskStore
 
-            return PostgresTaskStore(self.postgres)
+            # A notification handed to a dispatcher stays its own for two delivery attempts' time: a replica that
+            # dies mid-delivery has its notifications sent by another that soon after.
+            return PostgresTaskStore(self.postgres, claim_seconds=max(2 * self.settings.push.timeout_seconds, 5.0))
         return open_store(self.settings.db)
 
     def bus(self) -> EventBus:
