@@ -42,8 +42,10 @@ def test_stopping_the_server_ends_an_open_subscription_with_a_resume_hint(tmp_pa
         body = {"jsonrpc": "2.0", "id": 2, "method": "SubscribeToTask", "params": {"id": task["id"]}}
         raw = b""
         with httpx.stream("POST", base, json=body, headers={"A2A-Version": "1.0"}, timeout=60) as stream:
-            for chunk in stream.iter_raw():
+            stop_by = time.monotonic() + 90
+            for chunk in stream.iter_raw():  # keep-alives (every 15 s) keep this deadline checked
                 raw += chunk
+                assert time.monotonic() < stop_by, "the stream outlived the server's stop"
                 if b"data: " in raw and proc.poll() is None and not raw.endswith(STOPPING):
                     proc.send_signal(sig)  # the first frame arrived: the stream is open; stop the server
         assert raw.endswith(STOPPING)  # ended by the server, with the hint (not cut off, not a timeout)
