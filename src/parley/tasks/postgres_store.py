@@ -48,6 +48,7 @@ from parley.tasks.store import (
     TaskRecord,
     TaskStore,
     check_commit,
+    visible,
 )
 
 _UNFINISHED = f"('{m.TaskState.SUBMITTED.value}', '{m.TaskState.WORKING.value}')"
@@ -300,15 +301,10 @@ class PostgresTaskStore(PostgresTables, TaskStore):
     # --- reading ---------------------------------------------------------------------------------
 
     async def get(self, task_id: str, *, agent_id: str | None = None, owner: str | None = None) -> TaskRecord | None:
-        sql, args = f"SELECT {_RECORD} FROM tasks WHERE id=$1", [task_id]
-        if agent_id is not None:
-            args.append(agent_id)
-            sql += f" AND agent_id=${len(args)}"
-        if owner is not None:
-            args.append(owner)
-            sql += f" AND owner=${len(args)}"
-        row = await self.pool.fetchrow(sql, *args)
-        return _record(row) if row else None
+        # By the primary key alone, then checked here: with `agent_id AND owner` in the query the planner may
+        # pick the per-owner index on stale statistics and scan every task of that owner.
+        row = await self.pool.fetchrow(f"SELECT {_RECORD} FROM tasks WHERE id=$1", task_id)
+        return visible(_record(row), agent_id, owner) if row else None
 
     async def events_after(self, task_id: str, seq: int) -> list[Entry]:
         rows = await self.pool.fetch(
