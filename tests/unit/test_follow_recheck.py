@@ -7,14 +7,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from test_store_contract import advance, new_task, put, status
 
 from parley.protocol import models as m
+from parley.protocol.states import is_terminal
 from parley.tasks import follow
 from parley.tasks.bus import LocalBus
 from parley.tasks.follow import follow_log
-from parley.protocol.states import is_terminal
 from parley.tasks.memory_store import MemoryTaskStore
-from test_store_contract import advance, new_task, put, status
 
 S = m.TaskState
 

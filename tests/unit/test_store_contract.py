@@ -20,11 +20,11 @@ from parley.tasks.memory_store import MemoryTaskStore
 from parley.tasks.sqlite_store import SqliteTaskStore
 from parley.tasks.store import (
     Commit,
+    DeliveryAttempt,
     DuplicateMessage,
     Lease,
     MessageKey,
     SequenceConflict,
-    DeliveryAttempt,
     StoredPushConfig,
     StoreError,
     TaskLink,

@@ -33,7 +33,6 @@ from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequen
 from contextlib import aclosing
 from typing import Any
 
-
 import parley.agents.llm  # noqa: F401  (loads first: agents.tools.base and agents.llm import each other)
 from parley.agents.base import Agent, AgentOutput, RunContext
 from parley.agents.tools.base import Tool, ToolError

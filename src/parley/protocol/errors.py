@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-
 MAX_MESSAGE_CHARS = 1000  # an error message is cut to this (it may quote what a client sent)
 
 class A2AError(Exception):

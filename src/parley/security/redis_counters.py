@@ -35,8 +35,8 @@ import secrets
 from typing import Any
 
 from parley.postgres import redact
-from parley.tasks.store import StoreError
 from parley.security.ratelimit import EPSILON, Slot, Take
+from parley.tasks.store import StoreError
 
 log = logging.getLogger("parley.ratelimit")
 

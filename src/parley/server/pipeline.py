@@ -19,20 +19,20 @@ from typing import Any
 
 from parley.protocol.errors import A2AError, InternalError, ServiceUnavailableError
 from parley.protocol.operations import Operation
+from parley.security.input_limits import check_input
 from parley.server.access import (
+    NO_GRANT,
     Access,
     AllowAll,
     Authenticator,
     Authorizer,
     Credentials,
-    NO_GRANT,
     Grant,
     NoLimit,
     OpenAuthenticator,
     Principal,
     RateLimiter,
 )
-from parley.security.input_limits import check_input
 from parley.server.service import A2AService, CallContext
 from parley.settings import LimitSettings
 from parley.tasks.log import Entry
