@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from parley.protocol import models as m
+from parley.protocol.states import is_terminal
 from parley.tasks.log import Entry
 from parley.tasks.store import (
     Change,
@@ -36,12 +37,27 @@ from parley.tasks.store import (
 _UNFINISHED = (m.TaskState.SUBMITTED, m.TaskState.WORKING)
 
 
+DEFAULT_KEEP_FINISHED = 10_000
+
+
 class MemoryTaskStore(TaskStore):
-    """Keeps everything in dictionaries; for tests and throwaway servers (`--memory`)."""
+    """Keeps everything in dictionaries; for tests and throwaway servers (`--memory`).
+
+    Bounded: it keeps the `keep_finished` most recently finished (terminal) tasks; an older one is
+    forgotten with its log, idempotency keys, checkpoint, links and push configs (None: keep all).
+    Tasks that are running or waiting for input are always kept. The change feed keeps about as many
+    rows as that many tasks make.
+    """
 
     exclusive = True
 
-    def __init__(self) -> None:
+    def __init__(self, keep_finished: int | None = DEFAULT_KEEP_FINISHED) -> None:
+        if keep_finished is not None and keep_finished < 1:
+            raise ValueError("keep_finished must be at least 1 (or None: keep every task)")
+        self.keep_finished = keep_finished
+        self._finished: dict[str, None] = {}  # terminal task ids, oldest first (insertion order)
+        self._keys_of: dict[str, list[MessageKey]] = {}  # task id -> its idempotency keys
+        self._changes_base = 0  # the position before the first row kept in _changes
         self._tasks: dict[str, TaskRecord] = {}
         self._logs: dict[str, list[Entry]] = {}
         self._messages: dict[MessageKey, str] = {}
@@ -76,6 +92,7 @@ class MemoryTaskStore(TaskStore):
             self._logs[c.task_id].extend(c.entries)
         if c.message is not None:
             self._messages[c.message] = c.task_id
+            self._keys_of.setdefault(c.task_id, []).append(c.message)
         if c.checkpoint is not None:
             self._checkpoints[c.task_id] = c.checkpoint
         elif c.drop_checkpoint:
@@ -92,8 +109,33 @@ class MemoryTaskStore(TaskStore):
             self._leases[c.task_id] = c.lease
         elif c.release_lease:
             self._leases.pop(c.task_id, None)
-        self._changes.append(Change(len(self._changes) + 1, c.task_id, rec.agent_id, rec.owner, rec.seq,
+        position = self._changes_base + len(self._changes) + 1
+        self._changes.append(Change(position, c.task_id, rec.agent_id, rec.owner, rec.seq,
                                     c.snapshot.status.state, c.updated_at))
+        if is_terminal(c.snapshot.status.state):
+            self._finished[c.task_id] = None
+            self._forget_oldest()
+
+    def _forget_oldest(self) -> None:
+        """Past `keep_finished` finished tasks, forget the oldest ones and trim the change feed to match."""
+        if self.keep_finished is None:
+            return
+        while len(self._finished) > self.keep_finished:
+            task_id = next(iter(self._finished))
+            del self._finished[task_id]
+            self._tasks.pop(task_id, None)
+            self._logs.pop(task_id, None)
+            self._checkpoints.pop(task_id, None)
+            self._links.pop(task_id, None)
+            self._leases.pop(task_id, None)
+            self._push.pop(task_id, None)
+            for key in self._keys_of.pop(task_id, []):
+                if self._messages.get(key) == task_id:
+                    del self._messages[key]
+        excess = len(self._changes) - 8 * self.keep_finished  # a task makes a few commits
+        if excess > 0:
+            del self._changes[:excess]
+            self._changes_base += excess
 
     async def get(self, task_id: str, *, agent_id: str | None = None, owner: str | None = None) -> TaskRecord | None:
         rec = visible(self._tasks.get(task_id), agent_id, owner)
@@ -148,7 +190,8 @@ class MemoryTaskStore(TaskStore):
         return claimed
 
     async def changes_after(self, position: int, limit: int = 1000) -> list[Change]:
-        return self._changes[max(position, 0): max(position, 0) + limit]
+        start = max(position - self._changes_base, 0)
+        return self._changes[start: start + limit]
 
     async def put_push_config(self, config: m.TaskPushNotificationConfig | StoredPushConfig) -> None:
         stored = config if isinstance(config, StoredPushConfig) else StoredPushConfig(config)
