@@ -8,9 +8,10 @@ from __future__ import annotations
 import importlib
 import os
 import socket
+import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import ModuleType
 from typing import NoReturn
@@ -64,6 +65,25 @@ def running(app: Parley, port: int | None = None) -> Iterator[LiveServer]:
         yield srv
     finally:
         srv.stop()
+
+
+def wait_until_ready(proc: subprocess.Popen, base_url: str, timeout: float = 30, *,
+                     output: Callable[[], str] | None = None) -> None:
+    """Poll `base_url`/readyz until it answers 200; fail with the process's output if it exits or the deadline
+    passes (a starting process is polled: there is nothing to wait on instead)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited ({proc.returncode}) before it was ready:\n"
+                               f"{output() if output else ''}")
+        try:
+            if httpx.get(f"{base_url}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the server was not ready after {timeout} s:\n{output() if output else ''}")
+        time.sleep(0.05)
 
 
 def rpc(url: str, method: str, params: dict | None = None, *, version: str | None = None, rid: int | str = 1,
@@ -124,4 +144,5 @@ def needs(module: str, extra: str) -> pytest.MarkDecorator:
     return pytest.mark.needs_extra(module, extra)
 
 
-__all__ = ["LiveServer", "available", "free_port", "in_ci", "missing_extra", "needs", "require", "rpc", "running"]
+__all__ = ["LiveServer", "available", "free_port", "in_ci", "missing_extra", "needs", "require", "rpc", "running",
+           "wait_until_ready"]

@@ -12,14 +12,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
-
-from support import free_port
+from support import free_port, wait_until_ready
 
 HERE = Path(__file__).parent
 PARLEY = [sys.executable, "-m", "parley.cli"]
@@ -57,17 +54,8 @@ class Replica:
 
     def wait_ready(self, timeout: float = 60) -> Replica:
         """Until GET /readyz says 200 (store and bus connected), or fail with the replica's output."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"replica {self.name} exited ({self.proc.returncode}):\n{self.output()}")
-            try:
-                if httpx.get(self.url + "/readyz", timeout=2).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)  # polling a starting process, with a deadline
-        raise RuntimeError(f"replica {self.name} not ready after {timeout} s:\n{self.output()}")
+        wait_until_ready(self.proc, self.url, timeout, output=self.output)
+        return self
 
     def output(self) -> str:
         self._out.flush()

@@ -43,6 +43,7 @@ import httpx
 import pytest
 from httpx_sse import connect_sse
 from replicas import Replica, write_config
+from test_replicas import events
 
 from parley.tasks.engine import RESTART_MESSAGE, RESUME_MESSAGE
 from services import PostgresSchema, drop_redis_keys, require_postgres, require_redis, run_sync, unique
@@ -209,22 +210,12 @@ def terminal(task: dict) -> bool:
     return task["status"]["state"] in TERMINAL
 
 
-def frames(stream) -> Iterator[tuple[int, dict]]:
-    """(SSE id = log seq, JSON-RPC result) of each frame of a stream."""
-    for sse in stream.iter_sse():
-        if not sse.data:
-            continue
-        body = sse.json()
-        assert "result" in body, body
-        yield int(sse.id), body["result"]
-
-
 def replay(replica: Replica, agent: str, task_id: str) -> list[tuple[int, dict]]:
     """The whole log of a finished task: SubscribeToTask with Last-Event-ID 0 (the stream ends at its end)."""
     sub = {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": task_id}}
     with httpx.Client(timeout=WAIT) as client, connect_sse(client, "POST", f"{replica.url}/a2a/{agent}", json=sub,
                                                          headers={**V1, "Last-Event-ID": "0"}) as stream:
-        return list(frames(stream))
+        return list(events(stream))
 
 
 def state_of(result: dict) -> str | None:
@@ -354,7 +345,7 @@ def test_subscriber_reconnects_to_the_survivor_and_sees_the_takeover(agent: str,
     with httpx.Client(timeout=WAIT) as client, connect_sse(client, "POST", f"{a.url}/a2a/{agent}", json=body,
                                                          headers=V1) as stream:
         try:
-            for seq, result in frames(stream):
+            for seq, result in events(stream):
                 seen.append((seq, result))
                 msg = result.get("statusUpdate", {}).get("status", {}).get("message")
                 if msg is not None and marker in (text_of(msg) or ""):
@@ -369,7 +360,7 @@ def test_subscriber_reconnects_to_the_survivor_and_sees_the_takeover(agent: str,
     sub = {"jsonrpc": "2.0", "id": 2, "method": "SubscribeToTask", "params": {"id": task_id}}
     with httpx.Client(timeout=WAIT) as client, connect_sse(client, "POST", f"{b.url}/a2a/{agent}", json=sub,
                                                          headers={**V1, "Last-Event-ID": str(last_id)}) as stream:
-        rest = list(frames(stream))  # returns only when B ends the stream
+        rest = list(events(stream))  # returns only when B ends the stream
     seqs = [s for s, _ in rest]
     assert seqs == list(range(last_id + 1, last_id + 1 + len(rest))), seqs  # in order, once each, no gap
     assert rest and state_of(rest[-1][1]) in TERMINAL, rest
@@ -405,7 +396,7 @@ def test_tasks_acknowledged_by_the_dead_replica_are_all_on_the_survivor(pair: tu
             "params": {"message": message("3", context)}}
     with httpx.Client(timeout=WAIT) as client, connect_sse(client, "POST", f"{a.url}/a2a/ticker", json=body,
                                                          headers=V1) as stream:
-        streamed = list(frames(stream))
+        streamed = list(events(stream))
     assert state_of(streamed[-1][1]) == "TASK_STATE_COMPLETED", streamed
     streamed_id = streamed[0][1]["task"]["id"]
     a.kill()  # at once: every answer above was given before this

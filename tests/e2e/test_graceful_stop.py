@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from support import free_port
+from support import free_port, wait_until_ready
 
 STOPPING = b"retry: 1000\n: the server is stopping; resubscribe with Last-Event-ID to continue\n\n"
 
@@ -25,16 +25,7 @@ def test_stopping_the_server_ends_an_open_subscription_with_a_resume_hint(tmp_pa
                              "warning"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}/a2a/interviewer"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline
-            time.sleep(0.05)  # polling a starting process, with a deadline
+        wait_until_ready(proc, f"http://127.0.0.1:{port}")  # its output is read (communicate) in `finally`
         task = httpx.post(base, json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
             "messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}},
             headers={"A2A-Version": "1.0"}).json()["result"]["task"]

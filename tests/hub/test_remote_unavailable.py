@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 
 from parley.serve import default_app
-from support import free_port, running
+from support import free_port, running, wait_until_ready
 
 PARLEY = [sys.executable, "-m", "parley.cli"]
 
@@ -36,16 +36,7 @@ card_url = "http://127.0.0.1:{remote_port}/a2a/interviewer/.well-known/agent-car
                              "warning"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
-            try:
-                if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the fleet did not start"
-            time.sleep(0.05)  # polling a starting process, with a deadline
+        wait_until_ready(proc, base)  # its output is read (communicate) in `finally`
         ready = httpx.get(f"{base}/readyz").json()
         assert ready["status"] == "ready"  # one remote agent down does not take the replica out of rotation
         assert "cannot load its card" in ready["unavailable_agents"]["far"]
