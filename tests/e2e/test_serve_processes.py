@@ -241,6 +241,7 @@ JOBS = {f"t{j:02d}": 3 + j % 5 for j in range(N_TASKS)}
 # Pieces every task must have produced before a SIGKILL (two numbers: killed again while resuming). From 8 on,
 # every task is past its second checkpoint; before it see test_resume_from_the_checkpoint_before_any_text.
 KILLS = {"early": (8,), "middle": (17,), "late": (29,), "twice": (10, 26)}
+HOLD_SLACK = 3  # pieces a task may produce past the kill point before it is held (see crash_and_resume)
 
 
 def artifact_texts(task: m.Task) -> list[str]:
@@ -330,8 +331,14 @@ async def final_states(url: str, ids: dict[str, str]) -> tuple[dict[str, tuple[R
 
 def crash_and_resume(jobs: dict[str, int], kill_points: tuple[int, ...], db: Path, launch: Launch) -> None:
     """Start a `pieces` task per job on `parley serve --db`, SIGKILL the server at each kill point and restart
-    it on the same file and port; then every task must end as an uninterrupted run would have."""
-    server = launch("run0", *RESUMABLE, "--db", str(db))
+    it on the same file and port; then every task must end as an uninterrupted run would have.
+
+    A run that will be killed holds its tasks a few pieces past the kill point (RESUMABLE_HOLD_AT), so the kill
+    lands mid-answer however slowly the machine lets the test watch, and may still race a task's write."""
+    def hold(n: int) -> dict[str, str]:
+        return {"RESUMABLE_HOLD_AT": str(kill_points[n] + HOLD_SLACK)} if n < len(kill_points) else {}
+
+    server = launch("run0", *RESUMABLE, "--db", str(db), env=hold(0))
     port = server.port
     ids: dict[str, str] | None = None
     at_kill = []
@@ -339,7 +346,7 @@ def crash_and_resume(jobs: dict[str, int], kill_points: tuple[int, ...], db: Pat
         ids, progress = asyncio.run(kill_when_all_reach(server.url, pieces, server.kill,
                                                         jobs=None if ids else jobs, ids=ids))
         at_kill.append(progress)
-        server = launch(f"run{n}", *RESUMABLE, "--db", str(db), port=port)  # the same file, the same port
+        server = launch(f"run{n}", *RESUMABLE, "--db", str(db), port=port, env=hold(n))  # same file and port
 
     assert ids is not None
     results, control = asyncio.run(final_states(server.url, ids))

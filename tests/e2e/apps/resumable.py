@@ -6,7 +6,10 @@
   default 5) it checkpoints the index of the next piece, `ctx.internal("checkpoint",
   state={"next": i})`, and a resumed run starts from `ctx.checkpoint["next"]`: the way
   docs/operations.md ("Storage and restarts") tells any agent to make itself resumable.
-  `full_answer(tag)` is what an uninterrupted run produces.
+  `full_answer(tag)` is what an uninterrupted run produces. With RESUMABLE_HOLD_AT=N in the
+  server's environment, a run waits (until the process is killed) before producing piece N:
+  the test that kills the server mid-answer can then never see a task finish first, however
+  slowly a loaded machine lets it watch.
 * `gated`: says it is waiting (a `working` status with a message), then waits until the
   `opener` agent of the same process is sent the same text; answers `released <text>`.
 """
@@ -14,6 +17,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator
 
 from parley import Parley
@@ -22,6 +26,7 @@ from parley.agents.base import AgentOutput, RunContext
 PIECES = 40
 PAUSE = 0.01  # seconds of simulated work before each piece
 DEFAULT_EVERY = 5
+HOLD_AT = int(os.environ.get("RESUMABLE_HOLD_AT", PIECES))
 
 app = Parley()
 
@@ -42,6 +47,8 @@ async def pieces(ctx: RunContext) -> AsyncIterator[AgentOutput]:
     every = int(words[1]) if len(words) > 1 else DEFAULT_EVERY
     start = int(ctx.checkpoint["next"]) if ctx.checkpoint else 0
     for i in range(start, PIECES):
+        if i >= HOLD_AT:
+            await asyncio.Event().wait()  # held until the test kills this process
         if i % every == 0:
             yield ctx.internal("checkpoint", state={"next": i})
         await asyncio.sleep(PAUSE)
