@@ -243,6 +243,7 @@ def serve(
     """
     import uvicorn
 
+    from parley.guarded_http import guarded_protocol
     from parley.postgres import is_postgres_url
     from parley.serve import DrainingServer, ServeError, default_app, load_app
     from parley.settings import DEFAULT_DB, MEMORY
@@ -303,8 +304,11 @@ def serve(
         # proxy_headers=False: uvicorn would replace the peer address with X-Forwarded-For (trusting its own
         # list), and Parley could no longer tell whether the direct peer is one of `forwarded_allow_ips`;
         # Parley reads the forwarded headers itself, from trusted peers only (parley.server.urls).
+        # Slow and idle clients are closed (parley.guarded_http): header-read, keep-alive idle and stall timeouts.
         config = uvicorn.Config(asgi, host=settings.host, port=settings.port, log_level=log_level,
-                                proxy_headers=False, **extra)
+                                proxy_headers=False, timeout_keep_alive=settings.idle_timeout_seconds,
+                                http=guarded_protocol(settings.header_timeout_seconds,
+                                                      settings.stall_timeout_seconds), **extra)
         DrainingServer(config, asgi.state.parley).run()
     except OSError as exc:
         fail(f"cannot listen on {settings.host}:{settings.port}: {exc}")
@@ -469,17 +473,23 @@ async def _opened(store: Any) -> Any:
     return store
 
 
+def _duration(value: str) -> float | None:
+    """Seconds in "30d", "12h" or "45m"; None if `value` is not such a duration."""
+    import re
+
+    found = re.fullmatch(r"(\d+)\s*([dhm])", value.strip())
+    return int(found[1]) * {"d": 86400, "h": 3600, "m": 60}[found[2]] if found else None
+
+
 def _expiry(value: str | None) -> float | None:
     """--expires: 30d, 12h, 45m, or an ISO 8601 date or time (UTC unless it says)."""
-    import re
     import time as _time
     from datetime import UTC, datetime
 
     if not value:
         return None
-    found = re.fullmatch(r"(\d+)\s*([dhm])", value.strip())
-    if found:
-        seconds = int(found[1]) * {"d": 86400, "h": 3600, "m": 60}[found[2]]
+    seconds = _duration(value)
+    if seconds is not None:
         return _time.time() + seconds
     try:
         when = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -831,6 +841,80 @@ async def tasks_watch(url: str, task_id: str,
             print_json(ev) if as_json else printer(ev)
 
 
+@tasks_app.command("prune")
+@run
+async def tasks_prune(
+    url: str | None = typer.Argument(None, help="A running server's base URL (needs an admin --api-key or --token); "
+                                                "without it, the store of --db / --config is pruned directly."),
+    older_than: str | None = typer.Option(None, "--older-than", help="Remove tasks finished longer ago than this "
+                                          "(30d, 12h, 45m) [default: the config's retention.max_age_days, 30d]."),
+    keep: int | None = typer.Option(None, "--keep", min=0, help="Keep at most this many finished tasks, the newest "
+                                    "[default: the config's retention.max_finished, 100000]."),
+    db: str | None = DbOpt,
+    config_path: str | None = ConfigOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Remove finished tasks past the retention limits now, with their logs, keys, checkpoints and push state.
+
+    A running server does the same in the background every retention.interval_seconds (docs/operations.md)."""
+    age_days = None
+    if older_than is not None:
+        seconds = _duration(older_than)
+        if not seconds:
+            raise ClientError(f"--older-than {older_than!r}: give a duration such as 30d, 12h or 45m")
+        age_days = seconds / 86400
+    if url is not None:
+        if db or config_path:
+            raise ClientError("give a server URL or --db / --config, not both")
+        body = {k: v for k, v in (("maxAgeDays", age_days), ("maxFinished", keep)) if v is not None}
+        result = await _post_json(f"{url.rstrip('/')}/admin/prune", body)
+    else:
+        result = await _prune_store(db, config_path, age_days, keep)
+    if as_json:
+        out.print_json(json.dumps(result))
+        return
+    out.print(f"removed {result['removed']} finished task(s)", highlight=False)
+
+
+async def _prune_store(db: str | None, config_path: str | None, age_days: float | None,
+                       keep: int | None) -> dict[str, Any]:
+    """A retention pass on the store a server's --db or --config names (the server need not run: PostgreSQL)."""
+    import os
+    import time as _time
+
+    from parley.backends import Backends
+    from parley.settings import DEFAULT_DB, MEMORY, Settings
+    from parley.tasks.retention import prune, retention_of
+    from parley.tasks.store import StoreError
+
+    settings = Settings()
+    if config_path:
+        from parley.hub.config import ConfigError, load_config
+
+        try:
+            settings = load_config(config_path).server.settings()
+        except ConfigError as exc:
+            fail(str(exc))
+    settings.db = db or settings.db or DEFAULT_DB
+    if settings.db == MEMORY:
+        fail("a --memory server keeps its tasks in its own process: give its URL (parley tasks prune URL)")
+    if "://" not in settings.db and not os.path.isfile(settings.db):
+        fail(f"no task database at {settings.db} (give the server's --db or --config)")
+    try:
+        store = Backends(settings).store()
+        await _opened(store)
+    except StoreError as exc:
+        in_use = "in use by another Parley process" in str(exc)
+        fail(str(exc) + ("; or prune through it: parley tasks prune URL --api-key ADMIN_KEY" if in_use else ""))
+    try:
+        now = _time.time()
+        retention = retention_of(settings.retention, now, max_age_days=age_days, max_finished=keep)
+        removed = await prune(store, retention, now=now)
+    finally:
+        await store.close()
+    return {"removed": removed, "finishedBefore": retention.finished_before, "keepFinished": retention.keep_finished}
+
+
 @app.command("trace")
 @run
 async def trace(url: str = typer.Argument(..., help="Agent URL (a Parley server's /a2a/{agent}, or its base URL)."),
@@ -889,6 +973,24 @@ async def _get_json(target: str, params: dict[str, Any] | None = None) -> Any:
         except ValueError:
             reason = ""
         raise ClientError(f"GET {target} answered HTTP {resp.status_code}" + (f": {reason}" if reason else ""))
+    return resp.json()
+
+
+async def _post_json(target: str, body: dict[str, Any]) -> Any:
+    """POST to one of Parley's JSON endpoints (the admin API) with the command's credentials."""
+    import httpx
+
+    async with httpx.AsyncClient(timeout=300, headers=dict(CREDENTIALS) or None) as http:
+        try:
+            resp = await http.post(target, json=body)
+        except httpx.HTTPError as exc:
+            raise ClientError(f"cannot reach {target}: {exc}") from None
+    if resp.status_code != 200:
+        try:
+            reason = (resp.json().get("error") or {}).get("message") or ""
+        except (ValueError, AttributeError):
+            reason = ""
+        raise ClientError(f"POST {target} answered HTTP {resp.status_code}" + (f": {reason}" if reason else ""))
     return resp.json()
 
 

@@ -35,6 +35,7 @@ from parley.server.service import A2AService
 from parley.settings import Settings
 from parley.tasks.bus import EventBus
 from parley.tasks.engine import TaskEngine
+from parley.tasks.retention import Pruner
 from parley.tasks.store import TaskStore
 
 log = logging.getLogger("parley.runtime")
@@ -105,6 +106,7 @@ class Runtime:
         self.draining = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._rechecks: list[asyncio.Task] = []
+        self.pruner = Pruner(self.store, self.settings.retention)
 
     def _limiter(self) -> Limiter:
         """The rate limiter of `settings.limits` (per-agent entries must name hosted agents)."""
@@ -127,6 +129,7 @@ class Runtime:
         failed = await self.engine.start()
         if self.push is not None:
             self.push.start()  # notifications left pending by a previous run go out now
+        self.pruner.start()
         self._rechecks = [asyncio.create_task(self._recheck(agent_id), name=f"parley-recheck-{agent_id}")
                           for agent_id, agent in self.agents.items() if agent.problem is not None]
         self.running = True
@@ -168,6 +171,7 @@ class Runtime:
         for job in self._rechecks:
             job.cancel()
         await asyncio.gather(*self._rechecks, return_exceptions=True)
+        await self.pruner.stop()
         try:
             await self.engine.shutdown(self.settings.drain_seconds if self.draining else 0.0)
             if self.push is not None:

@@ -111,6 +111,25 @@ class PushSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         return self.artifact_updates if own is None or own.artifact_updates is None else own.artifact_updates
 
 
+class RetentionSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """How long finished tasks are kept (docs/operations.md, "Retention"): a background job removes the rest,
+    with their logs, idempotency keys, checkpoints, links and push state. Running and waiting tasks stay."""
+
+    max_age_days: float | None = 30.0  # finished longer ago than this: removed (None: no age limit)
+    max_finished: int | None = 100_000  # at most this many finished tasks, the newest (None: no count limit)
+    interval_seconds: float = 60.0  # how often the job runs
+
+    def problems(self) -> list[tuple[str, str]]:
+        found = []
+        if self.max_age_days is not None and self.max_age_days <= 0:
+            found.append(("retention.max_age_days", "must be positive (leave it out for no age limit)"))
+        if self.max_finished is not None and self.max_finished < 0:
+            found.append(("retention.max_finished", "must be 0 or more (leave it out for no count limit)"))
+        if self.interval_seconds <= 0:
+            found.append(("retention.interval_seconds", "must be positive"))
+        return found
+
+
 class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """How a Parley server runs. Mutable: the CLI fills in what only it knows (the address it listens on)."""
 
@@ -128,6 +147,12 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     forwarded_allow_ips: list[str] = msgspec.field(default_factory=lambda: ["127.0.0.1", "::1"])
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     keepalive_seconds: float = 15.0  # SSE comment frames on idle streams
+    # Slow and idle clients (parley serve): request headers must arrive within header_timeout_seconds; a
+    # keep-alive connection idle between requests is closed after idle_timeout_seconds; a response the client
+    # stopped reading (an SSE subscriber that reads nothing) is abandoned after stall_timeout_seconds.
+    header_timeout_seconds: float = 10.0
+    idle_timeout_seconds: float = 5.0
+    stall_timeout_seconds: float = 60.0
     # gRPC (A2A 1.0, needs parley-a2a[grpc]): also serve every agent on grpc_host:grpc_port
     grpc_port: int | None = None
     grpc_host: str | None = None  # default: host
@@ -139,6 +164,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     auth: AuthSettings = msgspec.field(default_factory=AuthSettings)
     limits: LimitSettings = msgspec.field(default_factory=LimitSettings)
     push: PushSettings = msgspec.field(default_factory=PushSettings)
+    retention: RetentionSettings = msgspec.field(default_factory=RetentionSettings)
 
     def merged(self, **overrides: Any) -> Settings:
         """A copy with the given fields replaced; None values leave a field as it is."""
@@ -155,8 +181,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             found.append(("grpc_port", f"must differ from the HTTP port {self.port}"))
         if self.max_body_bytes < 1024:
             found.append(("max_body_bytes", "must be at least 1024"))
-        if self.keepalive_seconds <= 0:
-            found.append(("keepalive_seconds", "must be positive"))
+        for name in ("keepalive_seconds", "header_timeout_seconds", "idle_timeout_seconds", "stall_timeout_seconds"):
+            if getattr(self, name) <= 0:
+                found.append((name, "must be positive"))
         if self.recheck_seconds <= 0:
             found.append(("recheck_seconds", "must be positive"))
         if self.drain_seconds < 0:
@@ -166,6 +193,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         if self.db is not None and not self.db.strip():
             found.append(("db", "must name a SQLite file, be \"memory\" or a postgresql:// URL"))
         found.extend(_bus_problems(self))
+        found.extend(self.retention.problems())
         jwt = self.auth.jwt
         if jwt is not None:
             sources = [x for x in (jwt.secret_env, jwt.jwks_url, jwt.oidc_discovery_url) if x]
@@ -265,5 +293,17 @@ def _bus_problems(settings: Settings) -> list[tuple[str, str]]:
     return found
 
 
-__all__ = ["DEFAULT_DB", "DEFAULT_MAX_BODY_BYTES", "MEMORY", "AgentPushSettings", "AuthSettings", "CardOptions", "JwtSettings",
-           "LimitSettings", "PushSettings", "Settings", "is_redis_url"]
+__all__ = [
+    "DEFAULT_DB",
+    "DEFAULT_MAX_BODY_BYTES",
+    "MEMORY",
+    "AgentPushSettings",
+    "AuthSettings",
+    "CardOptions",
+    "JwtSettings",
+    "LimitSettings",
+    "PushSettings",
+    "RetentionSettings",
+    "Settings",
+    "is_redis_url",
+]

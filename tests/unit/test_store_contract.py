@@ -17,13 +17,15 @@ import pytest
 from parley.protocol import models as m
 from parley.tasks.log import Entry, apply, fold
 from parley.tasks.memory_store import MemoryTaskStore
-from parley.tasks.sqlite_store import SqliteTaskStore
+from parley.tasks.sqlite_store import SCHEMA_VERSION, SqliteTaskStore
 from parley.tasks.store import (
     Commit,
     DeliveryAttempt,
     DuplicateMessage,
     Lease,
+    CHANGES_KEPT_SECONDS,
     MessageKey,
+    Retention,
     SequenceConflict,
     StoredPushConfig,
     StoreError,
@@ -543,6 +545,92 @@ async def test_disabled_and_deleted_configs_stop_their_notifications(store: Task
     assert (await store.push_target("t1", "a")).disabled_at == 50.0  # type: ignore[union-attr]
 
 
+# --- retention: finished tasks go with everything kept for them --------------------------------------------------
+
+
+async def finished_task(store: TaskStore, task_id: str, at: float, *, end: m.TaskState = S.COMPLETED) -> None:
+    """A task that ran (checkpoint, a child link, a webhook with a delivered notification) and ended at `at`."""
+    await put(store, new_task(task_id), message=key(f"m-{task_id}"), updated=at - 2)
+    await advance(store, task_id, status(S.WORKING, task_id=task_id), at=at - 1, checkpoint={"step": 1},
+                  links=[TaskLink(task_id, "http://x/a2a/y", f"child-of-{task_id}", "y", at - 1)],
+                  push_configs=[hook("h", task_id=task_id)])
+    due = await store.due_notifications(now=1e12, limit=10, busy=set())
+    for n in due:
+        n.attempts, n.state, n.done_at = 1, "delivered", at
+        await store.record_attempt(DeliveryAttempt(n.id, 1, at, 200, None, 0.1, "delivered"), n)
+    await advance(store, task_id, status(end, task_id=task_id), at=at)
+
+
+async def kept_for(store: TaskStore, task_id: str) -> dict[str, object]:
+    """Everything the store keeps for one task, by what it is."""
+    notes, attempts = await store.push_log(task_id)
+    return {"task": await store.get(task_id) is not None, "log": len(await store.events_after(task_id, 0)),
+            "key": await store.find_message(key(f"m-{task_id}")), "checkpoint": await store.get_checkpoint(task_id),
+            "links": len(await store.links(task_id)), "push": len(await store.list_push_configs(task_id)),
+            "notifications": len(notes), "attempts": len(attempts)}
+
+
+NOTHING = {"task": False, "log": 0, "key": None, "checkpoint": None, "links": 0, "push": 0, "notifications": 0,
+           "attempts": 0}
+
+
+async def test_prune_by_age_removes_old_finished_tasks_with_everything_kept_for_them(store: TaskStore) -> None:
+    """docs/operations.md, "Retention": a finished task older than the age limit goes with its log, idempotency
+    key, checkpoint, links, push configs, notifications and attempts; newer ones and unfinished ones stay."""
+    await finished_task(store, "old1", 1000.0)
+    await finished_task(store, "old2", 1100.0, end=S.FAILED)
+    await finished_task(store, "new", 3000.0)
+    await put(store, new_task("running"), updated=500.0)  # older, but not finished
+    await advance(store, "running", status(S.WORKING, task_id="running"), at=600.0)
+    await put(store, new_task("waiting"), updated=500.0)
+    await advance(store, "waiting", status(S.INPUT_REQUIRED, "why?", task_id="waiting"), at=600.0)
+    before_new = await kept_for(store, "new")
+    assert before_new["notifications"] == 2 and before_new["attempts"] == 1 and before_new["checkpoint"]
+
+    removed = await store.prune(Retention(finished_before=2000.0), now=3001.0)
+
+    assert removed == 2
+    assert await kept_for(store, "old1") == NOTHING
+    assert await kept_for(store, "old2") == NOTHING
+    assert await kept_for(store, "new") == before_new
+    assert {r.task.id for r in (await store.list(query())).records} == {"new", "running", "waiting"}
+    assert await store.prune(Retention(finished_before=2000.0), now=3001.0) == 0
+    # The idempotency key went too: the same messageId may start a new task now.
+    await put(store, new_task("again"), message=key("m-old1"))
+    assert await store.find_message(key("m-old1")) == "again"
+
+
+async def test_prune_by_count_keeps_the_newest_finished_tasks_in_batches(store: TaskStore) -> None:
+    for i in range(5):
+        await finished_task(store, f"f{i}", 1000.0 + i)
+    await put(store, new_task("running"), updated=10.0)
+    await advance(store, "running", status(S.WORKING, task_id="running"), at=11.0)
+
+    assert await store.prune(Retention(keep_finished=2), now=2000.0, limit=2) == 2  # the oldest two first
+    assert [await store.get(f"f{i}") is not None for i in range(5)] == [False, False, True, True, True]
+    assert await store.prune(Retention(keep_finished=2), now=2000.0, limit=2) == 1
+    assert await store.prune(Retention(keep_finished=2), now=2000.0, limit=2) == 0
+    assert sorted(r.task.id for r in (await store.list(query())).records) == ["f3", "f4", "running"]
+    assert await store.prune(Retention(), now=2000.0) == 0  # no limits: nothing goes
+
+
+async def test_prune_trims_the_change_feed_and_positions_keep_growing(store: TaskStore) -> None:
+    """The change feed keeps CHANGES_KEPT_SECONDS of rows (and always its newest row): positions given after a
+    prune are larger than every position given before it."""
+    await finished_task(store, "a", 1000.0)
+    await finished_task(store, "b", 5000.0)
+    before = await store.changes_after(0)
+    assert len(before) == 6
+    await store.prune(Retention(), now=4998.0 + CHANGES_KEPT_SECONDS)  # "b"'s rows are recent enough
+    assert [(c.task_id, c.seq) for c in await store.changes_after(0)] == [("b", 1), ("b", 2), ("b", 3)]
+    await store.prune(Retention(), now=1e9)  # all old: the newest row stays
+    kept = await store.changes_after(0)
+    assert [(c.position, c.task_id, c.seq) for c in kept] == [(before[-1].position, "b", 3)]
+    await finished_task(store, "c", 1e9)
+    assert all(c.position > before[-1].position for c in await store.changes_after(before[-1].position))
+    assert [c.task_id for c in await store.changes_after(before[-1].position)] == ["c", "c", "c"]
+
+
 # --- SQLite: one process, reopening, migrations ------------------------------------------------------------------------
 
 
@@ -637,7 +725,7 @@ async def test_an_older_sqlite_schema_is_migrated(tmp_path: Path) -> None:
     finally:
         await store.close()
     version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
-    assert version == 3
+    assert version == SCHEMA_VERSION == 4
 
 
 async def test_a_newer_sqlite_schema_is_refused_in_one_line(tmp_path: Path) -> None:

@@ -5,6 +5,8 @@
     GET    /admin/keys[?agent=A]  -> 200 {"keys": [{...}, ...]}               (never a secret)
     DELETE /admin/keys/{id}       -> 200 {"key": {...}} (revoked), 404 if there is no such key
     GET    /admin/tasks/{id}      -> 200 {"agent", "owner", "task"} for a task of any principal, 404
+    POST   /admin/prune           {"maxAgeDays"?, "maxFinished"?} -> 200 {"removed": n, ...}: a retention pass
+                                  now (`parley tasks prune URL`; the body overrides [server.retention])
 
 Every call needs an admin principal: a key with the `admin` scope, the admin key from the environment
 (`auth.admin_key_env`), a token with the `admin` scope, or a principal listed in `auth.admin_principals`.
@@ -28,6 +30,7 @@ from parley.runtime import Runtime
 from parley.security.keys import ANY_AGENT, ApiKey, KeyProblem
 from parley.server.access import Access, Principal
 from parley.server.http import credentials_of, read_body, require_json
+from parley.tasks.retention import prune, retention_of
 
 MAX_ADMIN_BODY = 16 * 1024
 
@@ -116,6 +119,30 @@ class AdminApi:
             if rec is None:
                 raise TaskNotFoundError(f"Task {task_id!r} not found")
             return JSONResponse({"agent": rec.agent_id, "owner": rec.owner, "task": to_wire(rec.task)})
+
+        return await _answer(go)
+
+    async def prune(self, request: Request) -> Response:
+        """A retention pass now: `maxAgeDays` and `maxFinished` override `[server.retention]` for this pass."""
+        async def go() -> Response:
+            await self.admin(request)
+            body: Any = {}
+            raw = await read_body(request, MAX_ADMIN_BODY)
+            if raw.strip():
+                require_json(request)
+                body = loads(raw)
+            if not isinstance(body, dict):
+                raise InvalidParamsError("Invalid params: the body must be a JSON object")
+            age, count = body.get("maxAgeDays"), body.get("maxFinished")
+            if age is not None and (isinstance(age, bool) or not isinstance(age, int | float) or age <= 0):
+                raise InvalidParamsError("Invalid params: `maxAgeDays` must be a positive number")
+            if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
+                raise InvalidParamsError("Invalid params: `maxFinished` must be an integer, 0 or more")
+            now = time.time()
+            retention = retention_of(self.runtime.settings.retention, now, max_age_days=age, max_finished=count)
+            removed = await prune(self.runtime.store, retention, now=now)
+            return JSONResponse({"removed": removed, "finishedBefore": retention.finished_before,
+                                 "keepFinished": retention.keep_finished})
 
         return await _answer(go)
 

@@ -12,7 +12,7 @@
     GET  /agents                             the cards of all hosted agents
     GET  /healthz                            liveness
     GET  /readyz                             readiness (store and bus reachable; 503 says why not)
-    *    /admin/keys[/{id}], /admin/tasks/{id}  the admin API (admin scope; see parley.server.admin)
+    *    /admin/keys[/{id}], /admin/tasks/{id}, /admin/prune  the admin API (admin scope; see parley.server.admin)
     GET  /                                   dashboard
 
 Every A2A request goes through the runtime's request pipeline; this module only
@@ -266,6 +266,7 @@ def create_app(runtime: Runtime) -> Starlette:
         Route("/admin/keys", admin.create_key, methods=["POST"]),
         Route("/admin/keys", admin.list_keys, methods=["GET"]),
         Route("/admin/keys/{key_id}", admin.revoke_key, methods=["DELETE"]),
+        Route("/admin/prune", admin.prune, methods=["POST"]),
         Route("/admin/tasks/{task_id}", admin.get_task, methods=["GET"]),
         Route("/tasks/{task_id}/trace", server.trace, methods=["GET"]),
         Route("/tasks/{task_id}/pushLog", server.push_log, methods=["GET"]),

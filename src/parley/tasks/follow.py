@@ -3,7 +3,7 @@
 The follower subscribes to the bus before it reads the store, so an entry committed
 in between arrives twice at most, never zero times; it drops what it has seen by
 sequence number and fills any gap (a subscriber that fell behind, a bus that lost
-a message) from the store. It stops after the entry that brings the task to a
+a message) from the store, a page at a time. It stops after the entry that brings the task to a
 state `until` accepts: settled for the stream of a send, terminal for a
 subscription (A2A 1.0 section 3.1.6: a subscription stays open through
 `input-required` until the task ends).
@@ -20,6 +20,9 @@ from parley.tasks.store import TaskStore
 
 StopWhen = Callable[[m.TaskState], bool]
 RECHECK_SECONDS = 5.0  # a follower that heard nothing for this long reads the store (lost publishes)
+# Entries read from the store at once: a follower replaying a long log, or one that fell behind (a slow
+# reader: its bus buffer overflowed), holds at most this many in memory, never the whole backlog.
+PAGE = 256
 
 
 async def follow_log(store: TaskStore, bus: EventBus, task_id: str, after: int, *, state: m.TaskState,
@@ -41,13 +44,15 @@ async def follow_log(store: TaskStore, bus: EventBus, task_id: str, after: int, 
     with bus.subscribe(task_id, after) as sub:
         if first is not None:
             yield first
-        batch: list[Entry] | None = await store.events_after(task_id, after)
+        batch: list[Entry] | None = await store.events_after(task_id, after, PAGE)
+        more = len(batch) == PAGE  # the store may hold more than that page: read on before listening
         while True:
             fresh = [e for e in batch if e.seq > last] if batch is not None else None
             if fresh is None or not _continues(fresh, last):
                 # The subscription fell behind, or a gap: entries are published after they are committed,
                 # so the store has everything up to what the bus showed.
-                fresh = await store.events_after(task_id, last)
+                fresh = await store.events_after(task_id, last, PAGE)
+                more = len(fresh) == PAGE
             for entry in fresh:
                 last = entry.seq
                 state, state_seq = _track(entry, state, state_seq)
@@ -57,6 +62,10 @@ async def follow_log(store: TaskStore, bus: EventBus, task_id: str, after: int, 
                     return
             if done():
                 return
+            if more:
+                batch = await store.events_after(task_id, last, PAGE)
+                more = len(batch) == PAGE
+                continue
             batch, quiet = [], 0.0
             while batch == []:
                 # Nothing from the bus: a keep-alive cue every `idle` seconds, and a look at the store (a
@@ -69,7 +78,8 @@ async def follow_log(store: TaskStore, bus: EventBus, task_id: str, after: int, 
                 if idle is not None and quiet >= idle:
                     yield None
                     quiet = 0.0
-                batch = await store.events_after(task_id, last)
+                batch = await store.events_after(task_id, last, PAGE)
+                more = len(batch) == PAGE
 
 
 def _continues(entries: list[Entry], last: int) -> bool:

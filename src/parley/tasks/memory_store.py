@@ -15,6 +15,7 @@ from parley.protocol import models as m
 from parley.protocol.states import is_terminal
 from parley.tasks.log import Entry
 from parley.tasks.store import (
+    CHANGES_KEPT_SECONDS,
     Change,
     Commit,
     DeliveryAttempt,
@@ -22,6 +23,7 @@ from parley.tasks.store import (
     Lease,
     MessageKey,
     Notification,
+    Retention,
     SequenceConflict,
     StoredPushConfig,
     TaskLink,
@@ -62,7 +64,9 @@ class MemoryTaskStore(TaskStore):
         self._logs: dict[str, list[Entry]] = {}
         self._messages: dict[MessageKey, str] = {}
         self._push: dict[str, dict[str, StoredPushConfig]] = {}
-        self._outbox: list[Notification] = []  # by id - 1
+        self._outbox: dict[int, Notification] = {}  # by id, ascending
+        self._outbox_of: dict[str, list[int]] = {}  # task id -> its notifications' ids
+        self._notifications = 0  # the last notification id given
         self._attempts: dict[int, list[DeliveryAttempt]] = {}
         self._checkpoints: dict[str, dict[str, Any]] = {}
         self._links: dict[str, list[TaskLink]] = {}
@@ -121,29 +125,54 @@ class MemoryTaskStore(TaskStore):
         if self.keep_finished is None:
             return
         while len(self._finished) > self.keep_finished:
-            task_id = next(iter(self._finished))
-            del self._finished[task_id]
-            self._tasks.pop(task_id, None)
-            self._logs.pop(task_id, None)
-            self._checkpoints.pop(task_id, None)
-            self._links.pop(task_id, None)
-            self._leases.pop(task_id, None)
-            self._push.pop(task_id, None)
-            for key in self._keys_of.pop(task_id, []):
-                if self._messages.get(key) == task_id:
-                    del self._messages[key]
-        excess = len(self._changes) - 8 * self.keep_finished  # a task makes a few commits
+            self._forget(next(iter(self._finished)))
+        self._trim_changes(len(self._changes) - 8 * self.keep_finished)  # a task makes a few commits
+
+    def _forget(self, task_id: str) -> None:
+        """Drop a finished task and everything kept for it."""
+        del self._finished[task_id]
+        self._tasks.pop(task_id, None)
+        self._logs.pop(task_id, None)
+        self._checkpoints.pop(task_id, None)
+        self._links.pop(task_id, None)
+        self._leases.pop(task_id, None)
+        self._push.pop(task_id, None)
+        for key in self._keys_of.pop(task_id, []):
+            if self._messages.get(key) == task_id:
+                del self._messages[key]
+        for notification_id in self._outbox_of.pop(task_id, []):
+            self._outbox.pop(notification_id, None)
+            self._attempts.pop(notification_id, None)
+
+    def _trim_changes(self, excess: int) -> None:
+        """Drop the oldest `excess` change-feed rows (never the newest: positions keep growing)."""
+        excess = min(excess, len(self._changes) - 1)
         if excess > 0:
             del self._changes[:excess]
             self._changes_base += excess
+
+    async def prune(self, retention: Retention, *, now: float, limit: int = 200) -> int:
+        removed = 0
+        while self._finished and removed < limit:
+            oldest = self._tasks[next(iter(self._finished))]
+            too_old = retention.finished_before is not None and oldest.updated_at < retention.finished_before
+            too_many = retention.keep_finished is not None and len(self._finished) > retention.keep_finished
+            if not (too_old or too_many):
+                break
+            self._forget(oldest.task.id)
+            removed += 1
+        cutoff = now - CHANGES_KEPT_SECONDS
+        self._trim_changes(next((i for i, c in enumerate(self._changes) if c.at >= cutoff), len(self._changes)))
+        return removed
 
     async def get(self, task_id: str, *, agent_id: str | None = None, owner: str | None = None) -> TaskRecord | None:
         rec = visible(self._tasks.get(task_id), agent_id, owner)
         return dataclasses.replace(rec) if rec is not None else None
 
-    async def events_after(self, task_id: str, seq: int) -> list[Entry]:
+    async def events_after(self, task_id: str, seq: int, limit: int | None = None) -> list[Entry]:
         log = self._logs.get(task_id, [])
-        return log[seq:] if seq >= 0 else list(log)  # the log is 1..n without gaps: entry i sits at index i-1
+        start = max(seq, 0)  # the log is 1..n without gaps: entry i sits at index i-1
+        return log[start: start + limit] if limit is not None else log[start:]
 
     async def list(self, query: TaskQuery) -> TaskPage:
         page = page_of(list(self._tasks.values()), query)
@@ -221,7 +250,7 @@ class MemoryTaskStore(TaskStore):
 
     async def due_notifications(self, now: float, limit: int, busy: set[tuple[str, str]]) -> list[Notification]:
         heads: dict[tuple[str, str], Notification] = {}
-        for n in self._outbox:
+        for n in self._outbox.values():
             if n.state == "pending":
                 heads.setdefault((n.task_id, n.config_id), n)
         due = [n for lane, n in heads.items() if lane not in busy and n.next_at <= now]
@@ -230,19 +259,21 @@ class MemoryTaskStore(TaskStore):
 
     async def next_notification_at(self, busy: set[tuple[str, str]]) -> float | None:
         heads: dict[tuple[str, str], Notification] = {}
-        for n in self._outbox:
+        for n in self._outbox.values():
             if n.state == "pending":
                 heads.setdefault((n.task_id, n.config_id), n)
         return min((n.next_at for lane, n in heads.items() if lane not in busy), default=None)
 
     async def record_attempt(self, attempt: DeliveryAttempt, notification: Notification) -> None:
-        current = self._outbox[notification.id - 1]
+        current = self._outbox.get(notification.id)
+        if current is None:  # its task was pruned meanwhile
+            return
         self._attempts.setdefault(notification.id, []).append(attempt)
         if current.state == "pending":
-            self._outbox[notification.id - 1] = dataclasses.replace(notification)
+            self._outbox[notification.id] = dataclasses.replace(notification)
 
     async def push_log(self, task_id: str) -> tuple[list[Notification], list[DeliveryAttempt]]:
-        notifications = [dataclasses.replace(n) for n in self._outbox if n.task_id == task_id]
+        notifications = [dataclasses.replace(self._outbox[i]) for i in self._outbox_of.get(task_id, [])]
         attempts = [a for n in notifications for a in self._attempts.get(n.id, [])]
         return notifications, attempts
 
@@ -255,11 +286,13 @@ class MemoryTaskStore(TaskStore):
                 continue
             for config_id, stored in sorted(self._push.get(task_id, {}).items()):
                 if stored.disabled_at is None and (kind == "status" or stored.artifacts):
-                    self._outbox.append(Notification(len(self._outbox) + 1, task_id, config_id, entry.seq, kind,
-                                                     now, next_at=now))
+                    self._notifications += 1
+                    self._outbox[self._notifications] = Notification(self._notifications, task_id, config_id,
+                                                                     entry.seq, kind, now, next_at=now)
+                    self._outbox_of.setdefault(task_id, []).append(self._notifications)
 
     def _settle_lane(self, task_id: str, config_id: str, state: str, at: float) -> None:
-        for n in self._outbox:
-            if n.task_id == task_id and n.config_id == config_id and n.state == "pending":
+        for n in (self._outbox[i] for i in self._outbox_of.get(task_id, [])):
+            if n.config_id == config_id and n.state == "pending":
                 n.state, n.done_at = state, at
 

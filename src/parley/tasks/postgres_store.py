@@ -33,6 +33,9 @@ from parley.protocol import models as m
 from parley.tasks.entry_codec import decode_entry, encode_event
 from parley.tasks.log import Entry
 from parley.tasks.store import (
+    CHANGES_KEPT_SECONDS,
+    TERMINAL_SQL,
+    TRIM_CHANGES,
     Change,
     Commit,
     DeliveryAttempt,
@@ -40,6 +43,7 @@ from parley.tasks.store import (
     Lease,
     MessageKey,
     Notification,
+    Retention,
     SequenceConflict,
     StoredPushConfig,
     TaskLink,
@@ -51,6 +55,7 @@ from parley.tasks.store import (
     visible,
 )
 
+_TRIM_CHANGES = TRIM_CHANGES.replace("?", "$1")
 _UNFINISHED = f"('{m.TaskState.SUBMITTED.value}', '{m.TaskState.WORKING.value}')"
 _NOW = "extract(epoch from clock_timestamp())"
 
@@ -167,7 +172,12 @@ END $$;
 CREATE TRIGGER push_enqueue AFTER INSERT ON events FOR EACH ROW
     WHEN (NEW.kind IN ('status', 'artifact')) EXECUTE FUNCTION parley_push_enqueue();
 """
-MIGRATIONS = [_SCHEMA_1]
+# Schema 2: what retention reads (finished tasks by age; a task enters the index once, when it finishes).
+_SCHEMA_2 = f"""
+CREATE INDEX tasks_finished ON tasks (updated_at) WHERE state IN {TERMINAL_SQL};
+CREATE INDEX message_ids_by_task ON message_ids (task_id);
+"""
+MIGRATIONS = [_SCHEMA_1, _SCHEMA_2]
 
 _RECORD = "agent_id, owner, snapshot, seq, created_at, updated_at, parent_task_id"
 _NOTIFICATION = ("o.id, o.task_id, o.config_id, o.seq, o.kind, o.created_at, o.attempts, o.next_at, o.state, "
@@ -298,6 +308,36 @@ class PostgresTaskStore(PostgresTables, TaskStore):
             "created_at=EXCLUDED.created_at, disabled_at=EXCLUDED.disabled_at",
             [_push_args(p) for p in configs])
 
+    # --- retention -------------------------------------------------------------------------------
+
+    async def prune(self, retention: Retention, *, now: float, limit: int = 200) -> int:
+        async with self.pool.acquire() as conn, conn.transaction():
+            if not await conn.fetchval("SELECT pg_try_advisory_xact_lock(hashtext('parley.prune'))"):
+                return 0  # another replica is pruning
+            ids: dict[str, None] = {}
+            if retention.finished_before is not None:
+                rows = await conn.fetch(f"SELECT id FROM tasks WHERE state IN {TERMINAL_SQL} AND updated_at < $1 "
+                                        "ORDER BY updated_at LIMIT $2 FOR UPDATE SKIP LOCKED",
+                                        retention.finished_before, limit)
+                ids.update((r[0], None) for r in rows)
+            if retention.keep_finished is not None and len(ids) < limit:
+                finished = await conn.fetchval(f"SELECT count(*) FROM tasks WHERE state IN {TERMINAL_SQL}")
+                excess = finished - retention.keep_finished
+                if excess > 0:
+                    rows = await conn.fetch(f"SELECT id FROM tasks WHERE state IN {TERMINAL_SQL} "
+                                            "ORDER BY updated_at LIMIT $1 FOR UPDATE SKIP LOCKED", min(limit, excess))
+                    ids.update((r[0], None) for r in rows)
+            batch = list(ids)[:limit]
+            if batch:
+                await conn.execute("DELETE FROM push_attempts WHERE notification_id IN "
+                                   "(SELECT id FROM push_outbox WHERE task_id = ANY($1::text[]))", batch)
+                for table, column in (("events", "task_id"), ("message_ids", "task_id"),
+                                      ("checkpoints", "task_id"), ("task_links", "parent_task_id"),
+                                      ("push_outbox", "task_id"), ("push_configs", "task_id"), ("tasks", "id")):
+                    await conn.execute(f"DELETE FROM {table} WHERE {column} = ANY($1::text[])", batch)
+            await conn.execute(_TRIM_CHANGES, now - CHANGES_KEPT_SECONDS)
+        return len(batch)
+
     # --- reading ---------------------------------------------------------------------------------
 
     async def get(self, task_id: str, *, agent_id: str | None = None, owner: str | None = None) -> TaskRecord | None:
@@ -306,9 +346,10 @@ class PostgresTaskStore(PostgresTables, TaskStore):
         row = await self.pool.fetchrow(f"SELECT {_RECORD} FROM tasks WHERE id=$1", task_id)
         return visible(_record(row), agent_id, owner) if row else None
 
-    async def events_after(self, task_id: str, seq: int) -> list[Entry]:
+    async def events_after(self, task_id: str, seq: int, limit: int | None = None) -> list[Entry]:
         rows = await self.pool.fetch(
-            "SELECT seq, kind, payload FROM events WHERE task_id=$1 AND seq>$2 ORDER BY seq", task_id, seq)
+            "SELECT seq, kind, payload FROM events WHERE task_id=$1 AND seq>$2 ORDER BY seq LIMIT $3", task_id, seq,
+            limit)
         return [decode_entry(s, k, p) for s, k, p in rows]
 
     async def list(self, query: TaskQuery) -> TaskPage:

@@ -3,7 +3,7 @@
 Uses the standard library's sqlite3 in WAL mode with `synchronous=NORMAL`: each
 commit is one short transaction, run directly on the event loop because a local
 WAL write costs tens of microseconds, less than a thread hop. WAL checkpoints run
-on a thread of their own.
+on a thread of their own and keep the WAL bounded (:class:`WalCheckpointer`).
 
 One process at a time: the store takes an exclusive lock on `<db>.lock` when it
 opens, and a second process opening the same file is refused with a message naming
@@ -29,6 +29,9 @@ import msgspec
 from parley.protocol import models as m
 from parley.tasks.log import Entry
 from parley.tasks.store import (
+    CHANGES_KEPT_SECONDS,
+    TERMINAL_SQL,
+    TRIM_CHANGES,
     Change,
     Commit,
     DeliveryAttempt,
@@ -36,6 +39,7 @@ from parley.tasks.store import (
     Lease,
     MessageKey,
     Notification,
+    Retention,
     SequenceConflict,
     StoredPushConfig,
     StoreError,
@@ -47,7 +51,7 @@ from parley.tasks.store import (
     check_commit,
 )
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4  # 4: the indexes retention reads (finished tasks by age, idempotency keys by task)
 _UNFINISHED_SQL = f"('{m.TaskState.SUBMITTED.value}', '{m.TaskState.WORKING.value}')"  # what recovery takes over
 _MESSAGE_IDS = """(
     agent_id TEXT NOT NULL,
@@ -117,6 +121,9 @@ CREATE TABLE IF NOT EXISTS tasks (
     lease_expires REAL
 );
 CREATE INDEX IF NOT EXISTS tasks_by_owner ON tasks (agent_id, owner, updated_at DESC, id DESC);
+-- Finished tasks by age, for retention: a task enters it once, when it finishes (commits of running
+-- tasks do not touch it).
+CREATE INDEX IF NOT EXISTS tasks_finished ON tasks (updated_at) WHERE state IN {TERMINAL_SQL};
 CREATE TABLE IF NOT EXISTS events (
     task_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -125,6 +132,7 @@ CREATE TABLE IF NOT EXISTS events (
     PRIMARY KEY (task_id, seq)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS message_ids {_MESSAGE_IDS};
+CREATE INDEX IF NOT EXISTS message_ids_by_task ON message_ids (task_id);
 CREATE TABLE IF NOT EXISTS checkpoints (
     task_id TEXT PRIMARY KEY,
     state BLOB NOT NULL
@@ -195,6 +203,7 @@ _KINDS: dict[str, type] = {
     "artifact": m.TaskArtifactUpdateEvent,
 }
 _RECORD = "agent_id, owner, snapshot, seq, created_at, updated_at, parent_task_id"
+WAL_LIMIT_BYTES = 64 * 1024 * 1024  # past this the WAL is emptied at the next checkpoint round (and cut back to it)
 _BATCH = 500  # ids per statement (SQLite's parameter limit is 999 on old builds)
 log = logging.getLogger("parley.sqlite")
 _enc = msgspec.json.Encoder()
@@ -215,7 +224,8 @@ class SqliteTaskStore(TaskStore):
 
     exclusive = True
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, wal_checkpoint_seconds: float = 1.0,
+                 wal_limit_bytes: int = WAL_LIMIT_BYTES) -> None:
         self.path = str(path)
         self._lock: ProcessLock | None = None
         self._checkpointer: WalCheckpointer | None = None
@@ -236,7 +246,8 @@ class SqliteTaskStore(TaskStore):
             # Commits in WAL mode with synchronous=NORMAL do not fsync; checkpoints do. They run on
             # a thread of their own so that the event loop never waits for the disk.
             self._db.execute("PRAGMA wal_autocheckpoint=0")
-            self._checkpointer = WalCheckpointer(self.path)
+            self._db.execute(f"PRAGMA journal_size_limit={int(wal_limit_bytes)}")
+            self._checkpointer = WalCheckpointer(self.path, wal_checkpoint_seconds, wal_limit_bytes)
 
     def _migrate(self) -> None:
         """Create the schema, or bring an older one up to SCHEMA_VERSION."""
@@ -353,10 +364,10 @@ class SqliteTaskStore(TaskStore):
         row = self._db.execute(sql, args).fetchone()
         return self._record(row) if row else None
 
-    async def events_after(self, task_id: str, seq: int) -> list[Entry]:
+    async def events_after(self, task_id: str, seq: int, limit: int | None = None) -> list[Entry]:
         rows = self._db.execute(
-            "SELECT seq, kind, payload FROM events WHERE task_id=? AND seq>? ORDER BY seq", (task_id, seq)
-        ).fetchall()
+            "SELECT seq, kind, payload FROM events WHERE task_id=? AND seq>? ORDER BY seq LIMIT ?",
+            (task_id, seq, -1 if limit is None else limit)).fetchall()
         return [Entry(s, _decoders[k].decode(p)) for s, k, p in rows]
 
     async def list(self, query: TaskQuery) -> TaskPage:
@@ -457,6 +468,42 @@ class SqliteTaskStore(TaskStore):
                 self._db.execute(f"UPDATE tasks SET lease_holder=?, lease_expires=? "
                                  f"WHERE id IN ({','.join('?' * len(batch))})", [holder, expires_at, *batch])
         return [self._record(r[1:]) for r in rows]
+
+    # --- retention -------------------------------------------------------------------------------
+
+    async def prune(self, retention: Retention, *, now: float, limit: int = 200) -> int:
+        # Synchronous from the first read to the commit: no other coroutine writes in between.
+        ids = self._prunable(retention, limit)
+        db = self._db
+        with db:
+            db.execute("BEGIN")
+            for i in range(0, len(ids), _BATCH):
+                batch = ids[i: i + _BATCH]
+                marks = ",".join("?" * len(batch))
+                db.execute(f"DELETE FROM push_attempts WHERE notification_id IN "
+                           f"(SELECT id FROM push_outbox WHERE task_id IN ({marks}))", batch)
+                for table, column in (("events", "task_id"), ("message_ids", "task_id"), ("checkpoints", "task_id"),
+                                      ("task_links", "parent_task_id"), ("push_outbox", "task_id"),
+                                      ("push_configs", "task_id"), ("tasks", "id")):
+                    db.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", batch)
+            db.execute(TRIM_CHANGES, (now - CHANGES_KEPT_SECONDS,))
+        return len(ids)
+
+    def _prunable(self, retention: Retention, limit: int) -> list[str]:
+        """Up to `limit` ids of finished tasks `retention` lets go (oldest first); reads the tasks_finished index."""
+        ids: dict[str, None] = {}
+        if retention.finished_before is not None:
+            rows = self._db.execute(f"SELECT id FROM tasks WHERE state IN {TERMINAL_SQL} AND updated_at < ? "
+                                    "ORDER BY updated_at LIMIT ?", (retention.finished_before, limit)).fetchall()
+            ids.update((r[0], None) for r in rows)
+        if retention.keep_finished is not None and len(ids) < limit:
+            finished = self._db.execute(f"SELECT count(*) FROM tasks WHERE state IN {TERMINAL_SQL}").fetchone()[0]
+            excess = finished - retention.keep_finished
+            if excess > 0:  # the oldest of them (some may be among the ids above already)
+                rows = self._db.execute(f"SELECT id FROM tasks WHERE state IN {TERMINAL_SQL} "
+                                        "ORDER BY updated_at LIMIT ?", (min(limit, excess),)).fetchall()
+                ids.update((r[0], None) for r in rows)
+        return list(ids)[:limit]
 
     # --- push configs and the outbox --------------------------------------------------------------
 
@@ -586,11 +633,22 @@ class ProcessLock:
 
 
 class WalCheckpointer:
-    """Copies the WAL into the database file every `interval` seconds, on a daemon thread."""
+    """Keeps the WAL small, on a daemon thread: every `interval` seconds a PASSIVE checkpoint copies what it
+    can into the database file without blocking anyone; then a TRUNCATE checkpoint (which waits for the
+    writer for a moment) empties the WAL when it has passed `limit` bytes or the writer was idle for a round.
 
-    def __init__(self, path: str, interval: float = 1.0) -> None:
+    Under steady writes a PASSIVE checkpoint never catches up with the end of the WAL, and SQLite only
+    starts the WAL over once one has: without the TRUNCATE it grows without bound (4 GB after 50,000 sends
+    was measured). `PRAGMA journal_size_limit` on the writer also cuts the file back after each restart.
+    """
+
+    def __init__(self, path: str, interval: float = 1.0, limit: int = WAL_LIMIT_BYTES) -> None:
         self.path = path
+        self.wal = path + "-wal"
         self.interval = interval
+        self.limit = limit
+        self.truncations = 0  # how many TRUNCATE checkpoints emptied the WAL (tests, logs)
+        self._version: int | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="parley-wal-checkpoint", daemon=True)
         self._thread.start()
@@ -600,17 +658,36 @@ class WalCheckpointer:
         db.execute("PRAGMA busy_timeout=5000")
         try:
             while not self._stop.wait(self.interval):
-                self._checkpoint(db, "PASSIVE")
+                self.round(db)
             self._checkpoint(db, "TRUNCATE")
         finally:
             db.close()
 
-    @staticmethod
-    def _checkpoint(db: sqlite3.Connection, mode: str) -> None:
+    def round(self, db: sqlite3.Connection) -> None:
+        """One checkpoint round (see the class docstring)."""
+        self._checkpoint(db, "PASSIVE")
+        version = db.execute("PRAGMA data_version").fetchone()[0]  # changes when another connection commits
+        idle, self._version = version == self._version, version
+        size = self._wal_size()
+        emptied = (size > self.limit or (idle and size > 0)) and self._checkpoint(db, "TRUNCATE")
+        if emptied and self._wal_size() == 0:
+            self.truncations += 1
+
+    def _wal_size(self) -> int:
         try:
-            db.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
+            return os.path.getsize(self.wal)
+        except OSError:
+            return 0
+
+    @staticmethod
+    def _checkpoint(db: sqlite3.Connection, mode: str) -> bool:
+        """Run one checkpoint; True when it completed (SQLite reports busy as the first column)."""
+        try:
+            busy, _, _ = db.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
         except sqlite3.Error as exc:  # busy or locked: the next round catches up
             log.debug("WAL checkpoint (%s) skipped: %s", mode, exc)
+            return False
+        return busy == 0
 
     def stop(self) -> None:
         """Stop after one last full checkpoint."""

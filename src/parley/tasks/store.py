@@ -27,6 +27,7 @@ import msgspec
 
 from parley.protocol import models as m
 from parley.protocol.errors import InvalidParamsError
+from parley.protocol.states import TERMINAL
 from parley.tasks.log import Entry
 
 DEFAULT_PAGE_SIZE = 50
@@ -311,8 +312,8 @@ class TaskStore(ABC):
         """The stored task, or None; with `agent_id`/`owner`, None unless it belongs to them."""
 
     @abstractmethod
-    async def events_after(self, task_id: str, seq: int) -> list[Entry]:
-        """Log entries with a sequence number greater than `seq`, in order."""
+    async def events_after(self, task_id: str, seq: int, limit: int | None = None) -> list[Entry]:
+        """Log entries with a sequence number greater than `seq`, in order; at most `limit` of them."""
 
     @abstractmethod
     async def list(self, query: TaskQuery) -> TaskPage:
@@ -396,6 +397,13 @@ class TaskStore(ABC):
     async def delete_push_config(self, task_id: str, config_id: str) -> bool:
         """Delete a push config; False if there was none."""
 
+    @abstractmethod
+    async def prune(self, retention: Retention, *, now: float, limit: int = 200) -> int:
+        """Remove up to `limit` finished tasks that `retention` lets go, each with everything kept for it (log,
+        idempotency keys, checkpoint, links, push configs, notifications and their attempts), in one transaction;
+        and change-feed rows older than CHANGES_KEPT_SECONDS. Returns how many tasks were removed (call again
+        while it returns `limit`)."""
+
     async def ping(self) -> None:
         """Raise if the store cannot be used now (for /readyz): one read."""
         await self.get("")
@@ -421,6 +429,28 @@ class TaskStore(ABC):
         """Append entries after `expected_seq` and replace the snapshot (compare-and-set)."""
         await self.commit(Commit(task_id=task_id, expected_seq=expected_seq, entries=entries,
                                         snapshot=snapshot, updated_at=updated_at))
+
+
+@dataclass(frozen=True)
+class Retention:
+    """Which finished (terminal) tasks a prune removes: those that finished before `finished_before` (epoch
+    seconds), and those past the newest `keep_finished`. None turns that limit off. Tasks that are running or
+    waiting for input are never removed."""
+
+    finished_before: float | None = None
+    keep_finished: int | None = None
+
+    @property
+    def limited(self) -> bool:
+        return self.finished_before is not None or self.keep_finished is not None
+
+
+TERMINAL_SQL = "(" + ", ".join(f"'{s.value}'" for s in sorted(TERMINAL, key=lambda s: s.value)) + ")"
+CHANGES_KEPT_SECONDS = 3600.0  # the change feed serves live followers: a prune drops older rows (never the newest)
+# The change-feed rows before the first one written after `?` (the newest row always stays: positions keep
+# growing). Positions follow time, so this reads only the rows it deletes, by the primary key.
+TRIM_CHANGES = ("DELETE FROM changes WHERE pos < coalesce((SELECT pos FROM changes WHERE at >= ? ORDER BY pos LIMIT 1), "
+                "(SELECT max(pos) FROM changes))")
 
 
 def check_commit(commit: Commit) -> None:

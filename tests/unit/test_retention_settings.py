@@ -1,0 +1,38 @@
+"""The retention defaults docs/operations.md shows are the ones the code has, and bad values are refused with
+the key and the reason (docs/operations.md, "Retention")."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import msgspec
+
+from parley.settings import RetentionSettings, Settings
+from parley.tasks.retention import DAY, retention_of
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
+
+
+def test_the_documented_defaults_are_the_defaults() -> None:
+    text = DOCS.read_text()
+    block = re.search(r"```toml\n(\[server\.retention\].*?)```", text, re.DOTALL)
+    assert block is not None, "operations.md shows the [server.retention] table"
+    documented = tomllib.loads(block.group(1))["server"]["retention"]
+    assert msgspec.convert(documented, RetentionSettings) == RetentionSettings()
+
+
+def test_bad_values_are_named() -> None:
+    settings = Settings(retention=RetentionSettings(max_age_days=0, max_finished=-1, interval_seconds=0))
+    assert [key for key, _ in settings.problems()] == [
+        "retention.max_age_days", "retention.max_finished", "retention.interval_seconds"]
+
+
+def test_the_retention_a_pass_uses() -> None:
+    defaults = retention_of(RetentionSettings(), now=100 * DAY)
+    assert (defaults.finished_before, defaults.keep_finished) == (70 * DAY, 100_000)
+    overridden = retention_of(RetentionSettings(), now=100 * DAY, max_age_days=1, max_finished=5)
+    assert (overridden.finished_before, overridden.keep_finished) == (99 * DAY, 5)
+    off = retention_of(RetentionSettings(max_age_days=None, max_finished=None), now=100 * DAY)
+    assert not off.limited

@@ -1,0 +1,67 @@
+"""The SQLite store keeps its WAL bounded (docs/operations.md, "Storage and restarts").
+
+Under steady writes a PASSIVE checkpoint never reaches the end of the WAL, so SQLite never starts it
+over and the file grows without bound (issue "bounded resources": 4 GB after 51,000 sends). Each
+checkpoint round therefore empties the WAL (TRUNCATE) once it passes its limit, or when the writer
+was idle for a round. The rounds are driven by hand here (the store's own thread waits an hour).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from parley.protocol import models as m
+from parley.tasks.log import Entry
+from parley.tasks.sqlite_store import SqliteTaskStore
+from parley.tasks.store import TaskRecord
+
+LIMIT = 2 * 1024 * 1024  # a commit here writes about 40 KB of WAL pages
+
+
+def task(i: int) -> m.Task:
+    text = f"task {i} " + "x" * 2000  # about a page of WAL per commit
+    return m.Task(id=f"t{i}", context_id="c", status=m.TaskStatus(state=m.TaskState.COMPLETED),
+                  history=[m.Message(message_id=f"m{i}", role=m.Role.USER, parts=[m.Part(text=text)])])
+
+
+async def write(store: SqliteTaskStore, start: int, n: int) -> None:
+    for i in range(start, start + n):
+        t = task(i)
+        await store.create(TaskRecord(task=t, agent_id="echo", owner="alice", seq=1, created_at=1.0,
+                                      updated_at=1.0), Entry(1, t))
+
+
+def wal_size(path: Path) -> int:
+    wal = Path(str(path) + "-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
+async def test_a_wal_past_its_limit_is_emptied_and_nothing_is_lost(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    store = SqliteTaskStore(path, wal_checkpoint_seconds=3600, wal_limit_bytes=LIMIT)
+    checkpointer = store._checkpointer
+    assert checkpointer is not None
+    side = sqlite3.connect(path, isolation_level=None)
+    try:
+        checkpointer.round(side)  # the first round only learns the writer's version
+        await write(store, 0, 100)  # writes the checkpoints did not keep up with
+        assert wal_size(path) > LIMIT
+        checkpointer.round(side)  # past the limit: emptied although the writer is busy
+        assert (wal_size(path), checkpointer.truncations) == (0, 1)
+        await write(store, 100, 10)
+        checkpointer.round(side)  # the writer wrote and the WAL is below its limit: left as it is ...
+        assert 0 < wal_size(path) <= LIMIT
+        assert checkpointer.truncations == 1
+        checkpointer.round(side)  # ... until a round finds the writer idle: then the WAL is emptied
+        assert (wal_size(path), checkpointer.truncations) == (0, 2)
+    finally:
+        side.close()
+        await store.close()
+    reopened = SqliteTaskStore(path)
+    try:
+        got = [await reopened.get(f"t{i}") for i in (0, 50, 99, 109)]
+        assert [g.task.history[0].parts[0].text.split(" x")[0] if g and g.task.history else None for g in got] == [
+            "task 0", "task 50", "task 99", "task 109"]
+    finally:
+        await reopened.close()
