@@ -345,8 +345,8 @@ def report(summary: dict, checks: list[dict], args: argparse.Namespace, env: dic
             f"{' (src modified)' if env['git'].get('dirty_src') else ''}, a2a-sdk {env['packages'].get('a2a-sdk')}.")
     return "\n".join([head, "", results_table(summary, args), "", ratios_table(summary, args), "",
                       *[f"- {line}" for line in verdict_lines(checks)],
-                      (f"- ⚠ generator: used >= {GEN_BUSY:.0%} of its core in some round (it may have set the pace); "
-                      "⚠ errors: answers that were not HTTP 200 with a completed task, or failed requests")])
+                      (f"- legend (where a cell shows ⚠): generator used >= {GEN_BUSY:.0%} of its core in a round (it may have set the pace); "
+                      "errors: answers that were not HTTP 200 with a completed task, or failed requests")])
 
 
 # ----------------------------------------------------------------------------- main

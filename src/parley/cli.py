@@ -245,7 +245,7 @@ def serve(
 
     from parley.guarded_http import guarded_protocol
     from parley.postgres import is_postgres_url
-    from parley.serve import DrainingServer, ServeError, default_app, load_app
+    from parley.serve import DrainingServer, ServeError, default_app, load_app, tune_gc
     from parley.settings import DEFAULT_DB, MEMORY
     from parley.tasks.store import StoreError
 
@@ -309,6 +309,7 @@ def serve(
                                 proxy_headers=False, timeout_keep_alive=settings.idle_timeout_seconds,
                                 http=guarded_protocol(settings.header_timeout_seconds,
                                                       settings.stall_timeout_seconds), **extra)
+        tune_gc()
         DrainingServer(config, asgi.state.parley).run()
     except OSError as exc:
         fail(f"cannot listen on {settings.host}:{settings.port}: {exc}")

@@ -202,6 +202,32 @@ async def test_append_with_a_stale_sequence_number_is_a_conflict_and_writes_noth
     assert await store.changes_after(0) == changes
 
 
+async def test_concurrent_commits_each_succeed_or_fail_alone(store: TaskStore) -> None:
+    """Commits made at once (the SQLite store writes them in one transaction) are each written or refused on
+    their own: a stale one and a duplicate key leave no trace, the others are all there."""
+    import asyncio
+
+    for i in range(3):
+        await put(store, new_task(f"c{i}"))
+    await put(store, new_task("dup-owner"), message=key("m-taken"))
+    stale = fold(new_task("c1"), [status(S.CANCELED, task_id="c1")])
+    dup = new_task("c9")
+    results = await asyncio.gather(
+        advance(store, "c0", status(S.WORKING, task_id="c0"), at=10.0),
+        store.commit(Commit(task_id="c1", expected_seq=7, entries=[Entry(8, status(S.CANCELED, task_id="c1"))],
+                            snapshot=stale, updated_at=11.0, checkpoint={"x": 1})),
+        store.create(record(dup), Entry(1, dup), key("m-taken")),
+        advance(store, "c2", status(S.COMPLETED, task_id="c2"), at=12.0, checkpoint={"step": 2}),
+        return_exceptions=True)
+    assert [type(r).__name__ for r in results] == ["NoneType", "SequenceConflict", "DuplicateMessage", "NoneType"]
+    assert (await store.get("c0")).task.status.state is S.WORKING  # type: ignore[union-attr]
+    assert (await store.get("c1")).seq == 1 and await store.get_checkpoint("c1") is None  # type: ignore[union-attr]
+    assert await store.get("c9") is None and await store.find_message(key("m-taken")) == "dup-owner"
+    assert (await store.get("c2")).task.status.state is S.COMPLETED  # type: ignore[union-attr]
+    assert await store.get_checkpoint("c2") == {"step": 2}
+    assert sorted((c.task_id, c.seq) for c in await store.changes_after(0) if c.seq > 1) == [("c0", 2), ("c2", 2)]
+
+
 async def test_appending_to_a_task_that_does_not_exist_is_a_conflict(store: TaskStore) -> None:
     with pytest.raises(SequenceConflict) as info:
         await store.append("ghost", 1, [Entry(2, status(S.WORKING, task_id="ghost"))], new_task("ghost"), 1.0)

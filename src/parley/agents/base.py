@@ -9,7 +9,8 @@ into the task's log; internal events never reach A2A clients.
 from __future__ import annotations
 
 import inspect
-import uuid
+import os
+import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -199,5 +200,15 @@ class FunctionAgent(Agent):
 
 
 def new_id() -> str:
-    """A fresh random identifier (UUID4 string)."""
-    return str(uuid.uuid4())
+    """A fresh identifier: a UUIDv7 (RFC 9562 section 5.7), 74 random bits after a millisecond timestamp.
+
+    Ids made one after another sort together, so the stores' indexes on task ids grow at one end (a
+    commit touches the pages concurrent tasks touch too) instead of at a random page each."""
+    value = ((time.time_ns() // 1_000_000) & _MS48) << 80 | int.from_bytes(os.urandom(10), "big") & _RANDOM
+    h = f"{value | _V7:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+_MS48 = (1 << 48) - 1
+_V7 = 0x7 << 76 | 0x2 << 62  # version 7, variant 10
+_RANDOM = (0xFFF << 64) | ((1 << 62) - 1)  # rand_a (12 bits) and rand_b (62 bits)

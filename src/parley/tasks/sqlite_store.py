@@ -1,9 +1,13 @@
 """The SQLite task store, the default of `parley serve` (a file under ./.parley/).
 
-Uses the standard library's sqlite3 in WAL mode with `synchronous=NORMAL`: each
-commit is one short transaction, run directly on the event loop because a local
-WAL write costs tens of microseconds, less than a thread hop. WAL checkpoints run
-on a thread of their own and keep the WAL bounded (:class:`WalCheckpointer`).
+Uses the standard library's sqlite3 in WAL mode with `synchronous=NORMAL`. Commits
+are group-written: every commit queued in one event-loop turn goes into one
+transaction (each in a savepoint, so a refused one is undone alone), run directly on
+the event loop because a local WAL write costs tens of microseconds, less than a
+thread hop; concurrent tasks then share the pages they touch (index leaves, the change
+feed) instead of writing them once each. WAL checkpoints run on a thread of their own
+and keep the WAL bounded (:class:`WalCheckpointer`); while one holds the writer lock the
+writer waits for it off the event loop.
 
 One process at a time: the store takes an exclusive lock on `<db>.lock` when it
 opens, and a second process opening the same file is refused with a message naming
@@ -13,6 +17,7 @@ events between processes; several replicas need a shared store and bus).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import logging
@@ -21,6 +26,7 @@ import socket
 import sqlite3
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -219,16 +225,27 @@ def _push_row(p: StoredPushConfig) -> tuple:
     return (c.task_id, c.id, _enc.encode(c), p.version, int(p.artifacts), p.created_at, p.disabled_at)
 
 
+@dataclass(slots=True)
+class _Pending:
+    """A commit waiting for the next group write, encoded when it was queued."""
+
+    commit: Commit
+    snapshot: bytes
+    rows: list[tuple[str, int, str, bytes]]
+    done: asyncio.Future[None]
+
+
 class SqliteTaskStore(TaskStore):
     """Tasks, logs, idempotency keys, checkpoints, links, leases and push configs in one SQLite file."""
 
     exclusive = True
 
-    def __init__(self, path: str | Path, *, wal_checkpoint_seconds: float = 1.0,
+    def __init__(self, path: str | Path, *, wal_checkpoint_seconds: float = 0.25,
                  wal_limit_bytes: int = WAL_LIMIT_BYTES) -> None:
         self.path = str(path)
         self._lock: ProcessLock | None = None
         self._checkpointer: WalCheckpointer | None = None
+        self._queue: list[_Pending] = []  # commits for the next group write
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self._lock = ProcessLock.acquire(self.path)
@@ -284,63 +301,117 @@ class SqliteTaskStore(TaskStore):
     # --- writing ---------------------------------------------------------------------------------
 
     async def commit(self, commit: Commit) -> None:
+        """Queue the commit for the next group write (one transaction for every commit queued in the same
+        event-loop turn, each in a savepoint of its own) and wait until it is written or refused."""
         check_commit(commit)
-        c = commit
-        t = c.snapshot
-        snapshot = _enc.encode(t)  # before anything else: the caller goes on with its own copy
-        rows = [(c.task_id, e.seq, e.kind, _enc.encode(e.event)) for e in c.entries]
-        db = self._db
-        db.execute("BEGIN")
+        pending = _Pending(commit, _enc.encode(commit.snapshot),  # now: the caller goes on with its own copy
+                           [(commit.task_id, e.seq, e.kind, _enc.encode(e.event)) for e in commit.entries],
+                           asyncio.get_running_loop().create_future())
+        self._queue.append(pending)
+        if len(self._queue) == 1:
+            asyncio.get_running_loop().call_soon(self._write_queue)
         try:
-            if c.record is not None:
-                r = c.record
-                lease = (c.lease.holder, c.lease.expires_at) if c.lease is not None else (None, None)
-                try:
-                    db.execute(
-                        "INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                        (t.id, r.agent_id, r.owner, t.context_id, t.status.state.value, t.status.timestamp,
-                         snapshot, c.last_seq, r.created_at, c.updated_at, r.parent_task_id, *lease),
-                    )
-                except sqlite3.IntegrityError:
-                    raise SequenceConflict(c.task_id, 0, self._seq(c.task_id)) from None
+            await pending.done
+        except asyncio.CancelledError:
+            if pending in self._queue:  # not written (the cancel cancelled its future): it never will be
+                self._queue.remove(pending)
+                raise
+            # Written (or refused) already: report that, as a commit that had not waited would have; the caller
+            # hears of its cancellation at its next await.
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+                task.cancel()
+        pending.done.result()
+
+    def _write_queue(self) -> None:
+        """Write every queued commit in one transaction (synchronously, on the event loop)."""
+        if not self._queue:
+            return
+        if self._checkpointer is not None and self._checkpointer.truncating:
+            # The checkpointer holds the writer lock for a moment: wait for it without blocking the loop.
+            asyncio.get_running_loop().call_later(0.001, self._write_queue)
+            return
+        batch = [p for p in self._queue if not p.done.cancelled()]
+        self._queue = []
+        db = self._db
+        outcomes: list[BaseException | None] = []
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for pending in batch:
+                    db.execute("SAVEPOINT one")
+                    try:
+                        self._apply(pending)
+                    except (SequenceConflict, DuplicateMessage) as refused:  # this commit alone is undone
+                        db.execute("ROLLBACK TO one")
+                        outcomes.append(refused)
+                    else:
+                        outcomes.append(None)
+                    db.execute("RELEASE one")
+                db.execute("COMMIT")  # the change-feed rows were written by a trigger on tasks
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        except Exception as exc:  # noqa: BLE001 - the database failed: every commit of the batch hears of it
+            outcomes = [exc] * len(batch)
+        for pending, outcome in zip(batch, outcomes, strict=True):
+            if outcome is None:
+                pending.done.set_result(None)
             else:
-                if c.lease is not None:
-                    lease_sql, lease_args = ", lease_holder=?, lease_expires=?", [c.lease.holder, c.lease.expires_at]
-                elif c.release_lease:
-                    lease_sql, lease_args = ", lease_holder=NULL, lease_expires=NULL", []
-                else:
-                    lease_sql, lease_args = "", []
-                cur = db.execute(
-                    f"UPDATE tasks SET state=?, status_ts=?, snapshot=?, seq=?, updated_at=?{lease_sql} "
-                    "WHERE id=? AND seq=?",
-                    [t.status.state.value, t.status.timestamp, snapshot, c.last_seq, c.updated_at, *lease_args,
-                     c.task_id, c.expected_seq],
+                pending.done.set_exception(outcome)
+
+    def _apply(self, pending: _Pending) -> None:
+        """The statements of one commit, inside the group transaction."""
+        c = pending.commit
+        t = c.snapshot
+        snapshot, rows = pending.snapshot, pending.rows
+        db = self._db
+        if c.record is not None:
+            r = c.record
+            lease = (c.lease.holder, c.lease.expires_at) if c.lease is not None else (None, None)
+            try:
+                db.execute(
+                    "INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (t.id, r.agent_id, r.owner, t.context_id, t.status.state.value, t.status.timestamp,
+                     snapshot, c.last_seq, r.created_at, c.updated_at, r.parent_task_id, *lease),
                 )
-                if cur.rowcount != 1:
-                    raise SequenceConflict(c.task_id, c.expected_seq, self._seq(c.task_id))
-            if c.message is not None:
-                k = c.message
-                cur = db.execute("INSERT INTO message_ids VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING",
-                                 (k.agent_id, k.owner, k.message_id, k.fingerprint, c.task_id))
-                if cur.rowcount != 1:
-                    raise DuplicateMessage(self._message(k) or "?")
-            if c.push_configs:  # before the entries: the outbox trigger reads them
-                db.executemany("INSERT OR REPLACE INTO push_configs VALUES (?,?,?,?,?,?,?)",
-                               [_push_row(p) for p in c.push_configs])
-            db.executemany("INSERT INTO events VALUES (?,?,?,?)", rows)
-            if c.checkpoint is not None:
-                db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?,?)", (c.task_id, _enc.encode(c.checkpoint)))
-            elif c.drop_checkpoint:
-                db.execute("DELETE FROM checkpoints WHERE task_id=?", (c.task_id,))
-            if c.links:
-                db.executemany(
-                    "INSERT OR IGNORE INTO task_links VALUES (?,?,?,?,?)",
-                    [(k.parent_task_id, k.child_url, k.child_task_id, k.agent, k.created_at) for k in c.links],
-                )
-            db.execute("COMMIT")  # the change-feed row was written by a trigger on tasks
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+            except sqlite3.IntegrityError:
+                raise SequenceConflict(c.task_id, 0, self._seq(c.task_id)) from None
+        else:
+            if c.lease is not None:
+                lease_sql, lease_args = ", lease_holder=?, lease_expires=?", [c.lease.holder, c.lease.expires_at]
+            elif c.release_lease:
+                lease_sql, lease_args = ", lease_holder=NULL, lease_expires=NULL", []
+            else:
+                lease_sql, lease_args = "", []
+            cur = db.execute(
+                f"UPDATE tasks SET state=?, status_ts=?, snapshot=?, seq=?, updated_at=?{lease_sql} "
+                "WHERE id=? AND seq=?",
+                [t.status.state.value, t.status.timestamp, snapshot, c.last_seq, c.updated_at, *lease_args,
+                 c.task_id, c.expected_seq],
+            )
+            if cur.rowcount != 1:
+                raise SequenceConflict(c.task_id, c.expected_seq, self._seq(c.task_id))
+        if c.message is not None:
+            k = c.message
+            cur = db.execute("INSERT INTO message_ids VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING",
+                             (k.agent_id, k.owner, k.message_id, k.fingerprint, c.task_id))
+            if cur.rowcount != 1:
+                raise DuplicateMessage(self._message(k) or "?")
+        if c.push_configs:  # before the entries: the outbox trigger reads them
+            db.executemany("INSERT OR REPLACE INTO push_configs VALUES (?,?,?,?,?,?,?)",
+                           [_push_row(p) for p in c.push_configs])
+        db.executemany("INSERT INTO events VALUES (?,?,?,?)", rows)
+        if c.checkpoint is not None:
+            db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?,?)", (c.task_id, _enc.encode(c.checkpoint)))
+        elif c.drop_checkpoint:
+            db.execute("DELETE FROM checkpoints WHERE task_id=?", (c.task_id,))
+        if c.links:
+            db.executemany(
+                "INSERT OR IGNORE INTO task_links VALUES (?,?,?,?,?)",
+                [(k.parent_task_id, k.child_url, k.child_task_id, k.agent, k.created_at) for k in c.links],
+            )
 
     def _seq(self, task_id: str) -> int | None:
         row = self._db.execute("SELECT seq FROM tasks WHERE id=?", (task_id,)).fetchone()
@@ -642,12 +713,13 @@ class WalCheckpointer:
     was measured). `PRAGMA journal_size_limit` on the writer also cuts the file back after each restart.
     """
 
-    def __init__(self, path: str, interval: float = 1.0, limit: int = WAL_LIMIT_BYTES) -> None:
+    def __init__(self, path: str, interval: float = 0.25, limit: int = WAL_LIMIT_BYTES) -> None:
         self.path = path
         self.wal = path + "-wal"
         self.interval = interval
         self.limit = limit
         self.truncations = 0  # how many TRUNCATE checkpoints emptied the WAL (tests, logs)
+        self.truncating = False  # set while a TRUNCATE holds the writer lock: the store's writer waits, off the loop
         self._version: int | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="parley-wal-checkpoint", daemon=True)
@@ -669,9 +741,14 @@ class WalCheckpointer:
         version = db.execute("PRAGMA data_version").fetchone()[0]  # changes when another connection commits
         idle, self._version = version == self._version, version
         size = self._wal_size()
-        emptied = (size > self.limit or (idle and size > 0)) and self._checkpoint(db, "TRUNCATE")
-        if emptied and self._wal_size() == 0:
-            self.truncations += 1
+        if size > self.limit or (idle and size > 0):
+            self.truncating = True
+            try:
+                emptied = self._checkpoint(db, "TRUNCATE")
+            finally:
+                self.truncating = False
+            if emptied and self._wal_size() == 0:
+                self.truncations += 1
 
     def _wal_size(self) -> int:
         try:
