@@ -40,6 +40,7 @@ _UNFINISHED = (m.TaskState.SUBMITTED, m.TaskState.WORKING)
 
 
 DEFAULT_KEEP_FINISHED = 10_000
+CHANGES_TRIM_BATCH = 1024
 
 
 class MemoryTaskStore(TaskStore):
@@ -126,7 +127,9 @@ class MemoryTaskStore(TaskStore):
             return
         while len(self._finished) > self.keep_finished:
             self._forget(next(iter(self._finished)))
-        self._trim_changes(len(self._changes) - 8 * self.keep_finished)  # a task makes a few commits
+        excess = len(self._changes) - 8 * self.keep_finished  # a task makes a few commits
+        if excess >= min(CHANGES_TRIM_BATCH, self.keep_finished):  # in batches: each trim moves the whole list
+            self._trim_changes(excess)
 
     def _forget(self, task_id: str) -> None:
         """Drop a finished task and everything kept for it."""

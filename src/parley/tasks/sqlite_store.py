@@ -209,7 +209,7 @@ _KINDS: dict[str, type] = {
     "artifact": m.TaskArtifactUpdateEvent,
 }
 _RECORD = "agent_id, owner, snapshot, seq, created_at, updated_at, parent_task_id"
-WAL_LIMIT_BYTES = 64 * 1024 * 1024  # past this the WAL is emptied at the next checkpoint round (and cut back to it)
+WAL_LIMIT_BYTES = 16 * 1024 * 1024  # past this the WAL is emptied at the next checkpoint round (and cut back to it)
 _BATCH = 500  # ids per statement (SQLite's parameter limit is 999 on old builds)
 log = logging.getLogger("parley.sqlite")
 _enc = msgspec.json.Encoder()
