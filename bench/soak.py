@@ -216,6 +216,10 @@ class Soak:
                "p99_ms": {k2: ms(w.latency[k2], 99) for k2 in KINDS},
                **server, **disk, "loadavg1": os.getloadavg()[0]}
         self.windows.append(row)
+        if row["rss_kib"] is None:  # /proc has no such process: the server is gone, and the soak with it
+            code = self.server.proc.poll()
+            raise SystemExit(f"the server (pid {self.server.pid}) is gone (exit code {code}) in window {k}; "
+                             f"errors so far: {dict(w.errors)}")
         print(window_line(row), flush=True)
         return row
 

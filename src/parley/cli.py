@@ -612,12 +612,9 @@ async def push_log(url: str = typer.Argument(..., help="Agent URL (a Parley serv
     out.print(table)
 
 
-@push_app.command("rotate-key")
-@run
-async def push_rotate_key(db: str | None = DbOpt, config_path: str | None = ConfigOpt) -> None:
-    """Sign new notifications with a new key; the old one stays in the JWKS while its notifications may be retried."""
-    from parley.backends import Backends
-    from parley.push.setup import key_lifetime, secret_box
+def _server_settings(db: str | None, config_path: str | None, *, memory: str) -> Any:
+    """The settings of the server a command's --db / --config names (its database filled in); `memory` is the
+    one-line refusal for a --memory server, whose state lives in its process only."""
     from parley.settings import DEFAULT_DB, MEMORY, Settings
 
     settings = Settings()
@@ -630,7 +627,18 @@ async def push_rotate_key(db: str | None = DbOpt, config_path: str | None = Conf
             fail(str(exc))
     settings.db = db or settings.db or DEFAULT_DB
     if settings.db == MEMORY:
-        fail("a --memory server keeps its signing keys in its own process")
+        fail(memory)
+    return settings
+
+
+@push_app.command("rotate-key")
+@run
+async def push_rotate_key(db: str | None = DbOpt, config_path: str | None = ConfigOpt) -> None:
+    """Sign new notifications with a new key; the old one stays in the JWKS while its notifications may be retried."""
+    from parley.backends import Backends
+    from parley.push.setup import key_lifetime, secret_box
+
+    settings = _server_settings(db, config_path, memory="a --memory server keeps its signing keys in its own process")
     try:
         keys = Backends(settings).signing_keys(secret_box(settings))
     except ValueError as exc:
@@ -884,21 +892,12 @@ async def _prune_store(db: str | None, config_path: str | None, age_days: float 
     import time as _time
 
     from parley.backends import Backends
-    from parley.settings import DEFAULT_DB, MEMORY, Settings
     from parley.tasks.retention import prune, retention_of
     from parley.tasks.store import StoreError
 
-    settings = Settings()
-    if config_path:
-        from parley.hub.config import ConfigError, load_config
-
-        try:
-            settings = load_config(config_path).server.settings()
-        except ConfigError as exc:
-            fail(str(exc))
-    settings.db = db or settings.db or DEFAULT_DB
-    if settings.db == MEMORY:
-        fail("a --memory server keeps its tasks in its own process: give its URL (parley tasks prune URL)")
+    settings = _server_settings(db, config_path, memory="a --memory server keeps its tasks in its own process: "
+                                                        "give its URL (parley tasks prune URL)")
+    assert settings.db is not None
     if "://" not in settings.db and not os.path.isfile(settings.db):
         fail(f"no task database at {settings.db} (give the server's --db or --config)")
     try:

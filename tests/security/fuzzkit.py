@@ -1785,10 +1785,11 @@ class Judge:
         while stack:
             node = stack.pop()
             if isinstance(node, dict):
-                if node.get("id") in self.task_ids and ("status" in node or "contextId" in node):
+                ident, task_id = node.get("id"), node.get("taskId")  # any JSON value: echoed metadata, say
+                if isinstance(ident, str) and ident in self.task_ids and ("status" in node or "contextId" in node):
                     return True
-                if node.get("taskId") in self.task_ids and any(k in node for k in ("status", "artifact", "role",
-                                                                                    "messageId", "url")):
+                if isinstance(task_id, str) and task_id in self.task_ids and any(
+                        k in node for k in ("status", "artifact", "role", "messageId", "url")):
                     return True
                 name = node.get("name")
                 if isinstance(name, str) and name.startswith("tasks/") and name.split("/")[1] in self.task_ids:

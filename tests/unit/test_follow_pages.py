@@ -76,3 +76,32 @@ async def test_a_follower_that_fell_behind_catches_up_in_pages(monkeypatch: pyte
             seen.append(entry.seq)
     assert seen == list(range(2, 203))
     assert len(store.reads) >= 200 // 16 and max(store.reads) == 16  # the overflow was caught up in pages
+
+
+async def test_a_live_run_with_nothing_new_committed_is_followed_from_the_bus_alone() -> None:
+    """Following a task this process runs, with nothing committed past the follower's start: the store is not
+    read at the start (the bus brings what comes next); with more committed, it is read, and nothing is lost."""
+    store, bus = CountingStore(), LocalBus()
+    await put(store, new_task(state=S.WORKING))
+    committed = 1
+    events = follow_log(store, bus, "t1", 1, state=S.WORKING, state_seq=1, until=is_terminal,
+                        committed=lambda: committed)
+    seen = []
+    async with asyncio.timeout(10):
+        nxt = asyncio.ensure_future(anext(events))
+        await asyncio.sleep(0)  # the follower subscribed and waits on the bus
+        assert store.reads == []
+        await advance(store, "t1", status(S.COMPLETED, "done"))
+        committed = 2
+        await bus.publish("t1", await store.events_after("t1", 1))
+        entry = await nxt
+        assert entry is not None
+        seen.append(entry.seq)
+    assert seen == [2]
+
+    await put(store, new_task("t2", state=S.WORKING))
+    await advance(store, "t2", art("a", "early", task_id="t2"))  # committed before anyone followed
+    store.reads.clear()
+    got = [e.seq async for e in follow_log(store, bus, "t2", 1, state=S.WORKING, state_seq=1,
+                                           until=lambda s: True, committed=lambda: 2) if e is not None]
+    assert got == [2] and store.reads[0] == 1

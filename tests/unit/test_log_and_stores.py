@@ -334,8 +334,19 @@ def test_trim_an_empty_history_omits_it(n: int) -> None:
 
 
 def test_now_iso_format() -> None:
-    ts = now_iso()
-    assert ts.endswith("Z") and len(ts) == len("2025-01-01T00:00:00.000Z")
+    """Status timestamps are ISO 8601 UTC with milliseconds (A2A 1.0 section 4.1.3, TaskStatus.timestamp), and
+    the time they say is now (the per-second text it reuses is the current second's)."""
+    import re
+    import time
+    from datetime import datetime
+
+    for _ in range(3):
+        before = time.time()
+        ts = now_iso()
+        after = time.time()
+        assert re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z", ts), ts
+        said = datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+        assert before - 0.001 <= said <= after, (before, ts, after)
 
 
 def query(req: m.ListTasksRequest | None = None, *, agent: str = "echo", owner: str = "alice"):

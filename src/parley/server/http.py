@@ -3,9 +3,14 @@ credentials, SSE frames."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
+from collections.abc import AsyncIterator, Mapping
 
 from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from parley.protocol.errors import InvalidRequestError, PayloadTooLargeError, UnsupportedMediaTypeError
 from parley.server.access import Credentials
@@ -134,3 +139,50 @@ def requested_extensions(request: Request) -> frozenset[str]:
         if name == b"a2a-extensions" or name == b"x-a2a-extensions":
             uris.update(u.strip() for u in value.decode("latin-1").split(",") if u.strip())
     return frozenset(uris)
+
+
+class EventStreamResponse(Response):
+    """A Server-Sent Events response: the frames of an async iterator, until it ends or the client goes away.
+
+    What Starlette's StreamingResponse does for a stream, without its anyio task group per response (about a
+    tenth of a stream's CPU in the bench profiles): one plain task waits for the client's disconnect and
+    cancels the writer, which then ends quietly. The iterator is closed however the stream ends, so its
+    subscription ends with it.
+    """
+
+    media_type = "text/event-stream"
+
+    def __init__(self, frames: AsyncIterator[bytes], headers: Mapping[str, str] | None = None) -> None:
+        self.frames = frames
+        self.status_code = 200
+        self.background = None
+        self.init_headers(headers)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        writer = asyncio.current_task()
+        assert writer is not None
+        gone = False
+
+        async def watch() -> None:
+            nonlocal gone
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone = True
+            writer.cancel()
+
+        watcher = asyncio.get_running_loop().create_task(watch())
+        try:
+            await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+            async for frame in self.frames:
+                await send({"type": "http.response.body", "body": frame, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except asyncio.CancelledError:
+            if not gone:
+                raise
+            writer.uncancel()  # the client left: the stream ends here
+        finally:
+            watcher.cancel()
+            aclose = getattr(self.frames, "aclose", None)
+            if aclose is not None:
+                with contextlib.suppress(Exception):
+                    await aclose()

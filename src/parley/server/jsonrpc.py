@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from parley.protocol import jsonrpc
 from parley.protocol.codec import dumps, json_depth_limit
@@ -26,6 +26,7 @@ from parley.server.http import (
     KEEPALIVE_FRAME,
     SSE_HEADERS,
     STOPPING_FRAME,
+    EventStreamResponse,
     credentials_of,
     last_event_id,
     read_body,
@@ -91,7 +92,7 @@ class JsonRpcEndpoint:
         rpc: RpcRequest = outcome.call.tag
         if outcome.events is not None:
             headers = {**SSE_HEADERS, **outcome.headers} if outcome.headers else SSE_HEADERS
-            return StreamingResponse(self._sse(rpc, outcome.events), media_type="text/event-stream", headers=headers)
+            return EventStreamResponse(self._sse(rpc, outcome.events), headers=headers)
         result = outcome.result
         if rpc.op is Operation.EXTENDED_CARD:  # the card of the caller's version
             encoded = card_v1(result) if rpc.dialect.VERSION == "1.0" else card_v03(result)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from parley.protocol.codec import dumps, loads
 from parley.protocol.errors import (
@@ -36,6 +36,7 @@ from parley.server.http import (
     KEEPALIVE_FRAME,
     SSE_HEADERS,
     STOPPING_FRAME,
+    EventStreamResponse,
     credentials_of,
     last_event_id,
     read_body,
@@ -184,7 +185,7 @@ class RestEndpoint:
         op = outcome.call.op
         if outcome.events is not None:
             headers = {**SSE_HEADERS, **outcome.headers} if outcome.headers else SSE_HEADERS
-            return StreamingResponse(self._sse(outcome.events, op), media_type="text/event-stream", headers=headers)
+            return EventStreamResponse(self._sse(outcome.events, op), headers=headers)
         if op is Operation.PUSH_DELETE:
             return Response(b"{}", media_type=media, headers=outcome.headers)
         return Response(dumps(self.dialect.encode_result(op, outcome.result)), media_type=media,

@@ -665,8 +665,11 @@ class TaskEngine:
         """
         if state is None:
             return self._follow_current(task_id, after, until, idle)
+        run = self.runs.get(task_id)
+        committed = (lambda: run.committed_seq) if run is not None and not run.lease_lost else None
         return follow_log(self.store, self.bus, task_id, after, state=state,
-                          state_seq=after if state_seq is None else state_seq, until=until, idle=idle, first=first)
+                          state_seq=after if state_seq is None else state_seq, until=until, idle=idle, first=first,
+                          committed=committed)
 
     async def _follow_current(self, task_id: str, after: int, until: StopWhen,
                               idle: float | None) -> AsyncIterator[Entry | None]:

@@ -27,14 +27,18 @@ PAGE = 256
 
 async def follow_log(store: TaskStore, bus: EventBus, task_id: str, after: int, *, state: m.TaskState,
                      state_seq: int, until: StopWhen, idle: float | None = None,
-                     first: Entry | None = None) -> AsyncIterator[Entry | None]:
+                     first: Entry | None = None, committed: Callable[[], int] | None = None,
+                     ) -> AsyncIterator[Entry | None]:
     """Entries of `task_id` after `after` (user messages skipped), until the task reaches a state `until` accepts.
 
     `state` is the task's state as of entry `state_seq` (a snapshot the caller read);
     the follower does not stop before it has passed that entry. With `idle`, None is
     yielded whenever nothing happened for that many seconds (an SSE writer's cue for a
     keep-alive comment; the interval is the writer's choice). `first` (a snapshot the
-    stream starts with) is yielded before anything else.
+    stream starts with) is yielded before anything else. `committed` (a task this process
+    runs) says up to which entry its log is committed: when that is not past `after` once
+    the follower has subscribed, there is nothing to read from the store, and every later
+    entry comes on the bus.
     """
     last = after
 
@@ -44,7 +48,11 @@ async def follow_log(store: TaskStore, bus: EventBus, task_id: str, after: int, 
     with bus.subscribe(task_id, after) as sub:
         if first is not None:
             yield first
-        batch: list[Entry] | None = await store.events_after(task_id, after, PAGE)
+        batch: list[Entry] | None
+        if committed is not None and committed() <= after:
+            batch = []  # subscribed before anything after `after` was committed (and so published)
+        else:
+            batch = await store.events_after(task_id, after, PAGE)
         more = len(batch) == PAGE  # the store may hold more than that page: read on before listening
         while True:
             fresh = [e for e in batch if e.seq > last] if batch is not None else None

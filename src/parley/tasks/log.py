@@ -7,6 +7,8 @@ entries.
 
 from __future__ import annotations
 
+import functools
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -46,8 +48,17 @@ class Entry:
 
 
 def now_iso() -> str:
-    """The current UTC time, ISO 8601 with milliseconds and a Z."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    """The current UTC time, ISO 8601 with milliseconds and a Z (the date and time up to the second are
+    formatted once per second: every event carries a timestamp)."""
+    t = time.time()
+    second = int(t)
+    return f"{_second_text(second)}.{int((t - second) * 1000):03d}Z"
+
+
+@functools.lru_cache(maxsize=1)
+def _second_text(second: int) -> str:
+    """A second since the epoch as ISO 8601 UTC, without the fraction."""
+    return datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def apply(task: m.Task | None, event: Entry | m.Task | m.Message | m.TaskStatusUpdateEvent | m.TaskArtifactUpdateEvent) -> m.Task:
