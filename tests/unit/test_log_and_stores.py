@@ -333,6 +333,16 @@ def test_trim_an_empty_history_omits_it(n: int) -> None:
     assert trim_history(t, n).history is None
 
 
+def test_now_iso_at_given_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same instants, formatted: milliseconds truncated, never rounded up into the next second."""
+    import parley.tasks.log as log_module
+
+    for t, expected in ((1_700_000_000.0, "2023-11-14T22:13:20.000Z"), (1_700_000_000.5004, "2023-11-14T22:13:20.500Z"),
+                        (1_700_000_000.9995, "2023-11-14T22:13:20.999Z"), (1_700_000_061.25, "2023-11-14T22:14:21.250Z")):
+        monkeypatch.setattr(log_module.time, "time", lambda t=t: t)
+        assert now_iso() == expected
+
+
 def test_now_iso_format() -> None:
     """Status timestamps are ISO 8601 UTC with milliseconds (A2A 1.0 section 4.1.3, TaskStatus.timestamp), and
     the time they say is now (the per-second text it reuses is the current second's)."""
