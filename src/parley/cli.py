@@ -960,37 +960,31 @@ async def trace(url: str = typer.Argument(..., help="Agent URL (a Parley server'
 
 async def _get_json(target: str, params: dict[str, Any] | None = None) -> Any:
     """GET one of Parley's JSON extension endpoints (trace, push log) with the command's credentials."""
-    import httpx
-
-    async with httpx.AsyncClient(timeout=60, headers=dict(CREDENTIALS) or None) as http:
-        try:
-            resp = await http.get(target, params=params)
-        except httpx.HTTPError as exc:
-            raise ClientError(f"cannot reach {target}: {exc}") from None
-    if resp.status_code != 200:
-        try:
-            reason = resp.json().get("error") or ""
-        except ValueError:
-            reason = ""
-        raise ClientError(f"GET {target} answered HTTP {resp.status_code}" + (f": {reason}" if reason else ""))
-    return resp.json()
+    return await _call_json("GET", target, params=params, timeout=60)
 
 
 async def _post_json(target: str, body: dict[str, Any]) -> Any:
     """POST to one of Parley's JSON endpoints (the admin API) with the command's credentials."""
+    return await _call_json("POST", target, body=body, timeout=300)
+
+
+async def _call_json(method: str, target: str, *, body: dict[str, Any] | None = None,
+                     params: dict[str, Any] | None = None, timeout: float) -> Any:
+    """One request to a Parley JSON endpoint; anything but 200 is one line with the server's reason."""
     import httpx
 
-    async with httpx.AsyncClient(timeout=300, headers=dict(CREDENTIALS) or None) as http:
+    async with httpx.AsyncClient(timeout=timeout, headers=dict(CREDENTIALS) or None) as http:
         try:
-            resp = await http.post(target, json=body)
+            resp = await http.request(method, target, json=body, params=params)
         except httpx.HTTPError as exc:
             raise ClientError(f"cannot reach {target}: {exc}") from None
     if resp.status_code != 200:
         try:
-            reason = (resp.json().get("error") or {}).get("message") or ""
+            error = resp.json().get("error") or ""
         except (ValueError, AttributeError):
-            reason = ""
-        raise ClientError(f"POST {target} answered HTTP {resp.status_code}" + (f": {reason}" if reason else ""))
+            error = ""
+        reason = error.get("message") or "" if isinstance(error, dict) else str(error)
+        raise ClientError(f"{method} {target} answered HTTP {resp.status_code}" + (f": {reason}" if reason else ""))
     return resp.json()
 
 

@@ -58,7 +58,7 @@ class Pruner:
 
     def start(self) -> None:
         """Run in the background, unless both limits are off."""
-        if self.settings.max_age_days is not None or self.settings.max_finished is not None:
+        if retention_of(self.settings, self.clock()).limited:
             self._job = asyncio.create_task(self._run(), name="parley-retention")
 
     async def stop(self) -> None:
