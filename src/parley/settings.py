@@ -111,6 +111,31 @@ class PushSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         return self.artifact_updates if own is None or own.artifact_updates is None else own.artifact_updates
 
 
+class DashboardSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """The web dashboard (docs/dashboard.md): where it is served and how its login sessions are kept."""
+
+    enabled: bool = True
+    path: str = "/"  # its home page; the other pages live below it ("/ui/..." when the path is "/")
+    # The NAME of a variable holding a Fernet key that seals the login cookie. Replicas behind one address
+    # must share it; unset, each process makes its own at start (logins end when it restarts).
+    session_key_env: str | None = "PARLEY_SESSION_KEY"
+    session_hours: float = 12.0  # a login lasts this long
+
+    @property
+    def root(self) -> str:
+        """The prefix of the dashboard's own pages, static files and endpoints (never "/")."""
+        path = self.path.rstrip("/")
+        return path or "/ui"
+
+    def problems(self) -> list[tuple[str, str]]:
+        found = []
+        if not self.path.startswith("/"):
+            found.append(("dashboard.path", "must start with '/'"))
+        if self.session_hours <= 0:
+            found.append(("dashboard.session_hours", "must be positive"))
+        return found
+
+
 class RetentionSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """How long finished tasks are kept (docs/operations.md, "Retention"): a background job removes the rest,
     with their logs, idempotency keys, checkpoints, links and push state. Running and waiting tasks stay."""
@@ -165,6 +190,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     limits: LimitSettings = msgspec.field(default_factory=LimitSettings)
     push: PushSettings = msgspec.field(default_factory=PushSettings)
     retention: RetentionSettings = msgspec.field(default_factory=RetentionSettings)
+    dashboard: DashboardSettings = msgspec.field(default_factory=DashboardSettings)
 
     def merged(self, **overrides: Any) -> Settings:
         """A copy with the given fields replaced; None values leave a field as it is."""
@@ -194,6 +220,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             found.append(("db", "must name a SQLite file, be \"memory\" or a postgresql:// URL"))
         found.extend(_bus_problems(self))
         found.extend(self.retention.problems())
+        found.extend(self.dashboard.problems())
         jwt = self.auth.jwt
         if jwt is not None:
             sources = [x for x in (jwt.secret_env, jwt.jwks_url, jwt.oidc_discovery_url) if x]

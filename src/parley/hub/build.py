@@ -168,7 +168,7 @@ async def build_app(config: Config) -> Parley:
         own = [r for r in rules if r.applies_to(agent_id)]
         delegates = next((c.delegates for c in config.agents if c.id == agent_id), [])
         if own or delegates:
-            agent = RoutedAgent(agent, own)
+            agent = RoutedAgent(agent, own, delegates=delegates)
         app.add_agent(agent)
     if config.server.default_agent:
         app.default_agent = config.server.default_agent

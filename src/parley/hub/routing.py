@@ -162,6 +162,7 @@ class RoutedAgent(Agent):
             local agent id, see :meth:`Delegator.resolve`); default: `to_agent` as is.
         delegator: makes the calls; default: the server's (`ctx.delegator`), which resolves
             agent ids of this server.
+        delegates: the agent ids the wrapped agent's `delegate` tool may call (what the dashboard shows).
 
     The wrapper also makes the run current for tools (:func:`parley.hub.delegation.bind_run`),
     so an LLM agent's `delegate` tool links its calls to this task: wrap such agents
@@ -182,9 +183,10 @@ class RoutedAgent(Agent):
         return await self.inner.recheck()
 
     def __init__(self, inner: Agent, rules: Sequence[RoutingRule], resolve_url: Callable[[str], str] | None = None,
-                 *, delegator: Delegator | None = None) -> None:
+                 *, delegator: Delegator | None = None, delegates: Sequence[str] = ()) -> None:
         self.inner = inner
         self.rules = list(rules)
+        self.delegates = list(delegates)  # the agents its `delegate` tool may call (shown by the dashboard)
         self.resolve_url = resolve_url or (lambda agent_id: agent_id)
         self.delegator = delegator
         self._cards: dict[str, tuple[float, list[m.AgentSkill]]] = {}  # target URL -> (expiry, its skills)

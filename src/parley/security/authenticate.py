@@ -55,6 +55,10 @@ class CredentialAuthenticator:
             self._secured_until = now + SECURED_CACHE_SECONDS
         return self._secured
 
+    def recheck(self) -> None:
+        """Ask the key store again at the next request (a key was just made here: no second of open access)."""
+        self._secured_until = 0.0
+
     def challenge(self, error: str | None = None, description: str | None = None) -> dict[str, str]:
         """The `WWW-Authenticate` header for a refusal: the schemes this server accepts."""
         parts = []

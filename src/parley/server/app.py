@@ -13,7 +13,7 @@
     GET  /healthz                            liveness
     GET  /readyz                             readiness (store and bus reachable; 503 says why not)
     *    /admin/keys[/{id}], /admin/tasks/{id}, /admin/prune  the admin API (admin scope; see parley.server.admin)
-    GET  /                                   dashboard
+    GET  /, /ui/...                          the web dashboard (parley.web.dashboard; [server.dashboard] path)
 
 Every A2A request goes through the runtime's request pipeline; this module only
 routes, and turns URLs into agent ids and agent URLs.
@@ -29,7 +29,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from parley.protocol.codec import dumps
@@ -47,7 +47,7 @@ from parley.server.rest_v03 import RestV03Endpoint
 from parley.server.service import PushLogRequest, TraceRequest
 from parley.server.urls import agent_url, base_url
 from parley.telemetry import hooks as telemetry
-from parley.web.dashboard import render_dashboard
+from parley.web.dashboard import Dashboard
 
 log = logging.getLogger("parley.server")
 CARD_MAX_AGE = 300
@@ -64,6 +64,7 @@ class HttpServer:
         self.jsonrpc = JsonRpcEndpoint(runtime.pipeline, limit, keepalive)
         self.rest = RestEndpoint(runtime.pipeline, limit, keepalive)
         self.rest_v03 = RestV03Endpoint(runtime.pipeline, limit, keepalive)
+        self.dashboard = Dashboard(runtime, self.jsonrpc) if runtime.settings.dashboard.enabled else None
 
     def agent_url(self, request: Request, agent_id: str, *, root: bool = False) -> str:
         """Where an agent's endpoint is, as the client of `request` reaches it."""
@@ -180,9 +181,6 @@ class HttpServer:
         keys = await push.signer.jwks() if push is not None else {"keys": []}
         return JSONResponse(keys, headers={"Cache-Control": "public, max-age=300"})
 
-    async def dashboard(self, request: Request) -> Response:
-        return HTMLResponse(render_dashboard(self.runtime, base_url(request, self.settings)))
-
     async def readyz(self, request: Request) -> Response:
         """GET /readyz: 200 when this replica can take work (store and bus reachable), else 503 saying why."""
         checks = await self.runtime.readiness()
@@ -209,6 +207,8 @@ class HttpServer:
         finally:
             if grpc_server is not None:
                 await grpc_server.stop(grace=1.0)
+            if self.dashboard is not None:
+                await self.dashboard.close()
             try:
                 await runtime.stop()
             finally:
@@ -253,7 +253,6 @@ def create_app(runtime: Runtime) -> Starlette:
     admin = AdminApi(runtime)
     routes = [
         Route("/", server.rpc_default, methods=["POST"]),
-        Route("/", server.dashboard, methods=["GET"]),
         Route("/.well-known/agent-card.json", server.card_default, methods=["GET"]),
         Route("/.well-known/agent.json", server.card_default, methods=["GET"]),
         Route("/a2a/{agent_id}", server.rpc_agent, methods=["POST"]),
@@ -273,6 +272,7 @@ def create_app(runtime: Runtime) -> Starlette:
         Route("/a2a/{agent_id}/tasks/{task_id}/pushLog", server.push_log, methods=["GET"]),
         Route("/.well-known/jwks.json", server.jwks, methods=["GET"]),
         Route("/a2a/{agent_id}/tasks/{task_id}/trace", server.trace, methods=["GET"]),
+        *(server.dashboard.routes() if server.dashboard is not None else []),
         Route("/a2a/{agent_id}/{rest:path}", server.rest_agent, methods=REST_VERBS),
         Route("/{rest:path}", server.rest_root, methods=REST_VERBS),
     ]

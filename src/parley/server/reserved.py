@@ -24,6 +24,7 @@ RESERVED_AGENT_IDS: dict[str, str] = {
     "v1": "the default agent's A2A 0.3 HTTP+JSON API (/v1/...)",
     "card": "the 0.3 agent card path (GET /v1/card)",
     ".well-known": "the agent cards and signing keys (/.well-known/...)",
+    "ui": "the web dashboard's pages (/ui/...)",
 }
 
 

@@ -353,9 +353,9 @@ class PostgresTaskStore(PostgresTables, TaskStore):
         return [decode_entry(s, k, p) for s, k, p in rows]
 
     async def list(self, query: TaskQuery) -> TaskPage:
-        where = ["agent_id=$1", "owner=$2"]
-        args: list[Any] = [query.agent_id, query.owner]
-        for column, value in (("context_id", query.context_id),
+        where = ["TRUE"]
+        args: list[Any] = []
+        for column, value in (("agent_id", query.agent_id), ("owner", query.owner), ("context_id", query.context_id),
                               ("state", query.state.value if query.state is not None else None)):
             if value is not None:
                 args.append(value)

@@ -442,8 +442,12 @@ class SqliteTaskStore(TaskStore):
         return [Entry(s, _decoders[k].decode(p)) for s, k, p in rows]
 
     async def list(self, query: TaskQuery) -> TaskPage:
-        where = ["agent_id=?", "owner=?"]
-        args: list = [query.agent_id, query.owner]
+        where = ["1=1"]
+        args: list = []
+        for column, value in (("agent_id", query.agent_id), ("owner", query.owner)):
+            if value is not None:
+                where.append(f"{column}=?")
+                args.append(value)
         if query.context_id is not None:
             where.append("context_id=?")
             args.append(query.context_id)

@@ -217,10 +217,11 @@ class Change:
 
 @dataclass(slots=True)
 class TaskQuery:
-    """A ListTasks query, already checked (see :func:`make_query`)."""
+    """A ListTasks query, already checked (see :func:`make_query`); agent_id / owner None: any (the dashboard's
+    view across agents and principals)."""
 
-    agent_id: str
-    owner: str
+    agent_id: str | None
+    owner: str | None
     context_id: str | None = None
     state: m.TaskState | None = None
     status_after: str | None = None
@@ -478,7 +479,9 @@ def visible(record: TaskRecord | None, agent_id: str | None, owner: str | None) 
 def matches(record: TaskRecord, query: TaskQuery) -> bool:
     """Whether a record passes the query's filters (not its cursor)."""
     t = record.task
-    if record.agent_id != query.agent_id or record.owner != query.owner:
+    if query.agent_id is not None and record.agent_id != query.agent_id:
+        return False
+    if query.owner is not None and record.owner != query.owner:
         return False
     if query.context_id is not None and t.context_id != query.context_id:
         return False

@@ -1,39 +1,553 @@
-"""A first dashboard page: every hosted agent, its card, endpoint and a curl example."""
+"""The web dashboard: agents, keys, live tasks and a chat console, served by `parley serve` (docs/dashboard.md).
+
+    GET  {path}                              home: every agent, the hub's routes and delegations
+    GET  {root}/login, POST {root}/login     log in with an admin credential; POST {root}/logout
+    GET  {root}/agents/{id}                  one agent: card, card check, examples, chat and console
+    POST {root}/a2a/{id}                     the chat's JSON-RPC, sent on with the session's credential
+    GET  {root}/tasks[/rows]                 tasks of every agent and principal (filters, pages); rows only
+    GET  {root}/tasks/{id}                   one task: timeline, messages, artifacts, log, tree, push log
+    GET  {root}/tasks/{id}/files/{a}/{p}     an artifact's file part, as a download
+    POST {root}/tasks/{id}/cancel            cancel it
+    GET  {root}/keys, POST {root}/keys       API keys: list, create (the token is shown once)
+    POST {root}/keys/{id}/revoke             revoke one
+    GET  {root}/events                       the change feed as SSE (the live task table)
+    GET  {root}/static/...                   the CSS and JavaScript (no CDN, no build step)
+
+Only an admin principal gets in (a key with the `admin` scope, the admin key from the environment, a
+token with the `admin` scope, or a listed admin principal). A server with no credentials configured is
+open (development mode): everyone is let in, and every page says so.
+"""
 
 from __future__ import annotations
 
-import html
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode, urlsplit
 
+import msgspec
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from parley.protocol import models as m
+from parley.protocol.codec import to_wire
+from parley.protocol.errors import A2AError, InvalidParamsError
+from parley.protocol.operations import Operation
 from parley.runtime import Runtime
-from parley.server.urls import agent_url
+from parley.security.keys import ANY_AGENT, KeyProblem
+from parley.server.access import ANONYMOUS, Access, Credentials, Principal
+from parley.server.admin import key_json
+from parley.server.cards import card_v03, card_v1
+from parley.server.http import EventStreamResponse, sse_frame
+from parley.server.urls import agent_url, base_url
+from parley.tasks.store import MAX_PAGE_SIZE, TaskQuery, decode_cursor, encode_cursor
+from parley.web.card_check import check_v03, check_v1
+from parley.web.examples import examples
+from parley.web.feed import ChangeFeed
+from parley.web.render import STATIC, environment, state_label
+from parley.web.session import CSRF_HEADER, Session, Sessions, csrf_problem
+
+PAGE_SIZE = 25
+LOG_LIMIT = 500  # log entries shown on a task page (the rest: through the API)
+STATES = list(m.TaskState)
+TTL_CHOICES = {"": None, "1d": 86400, "7d": 7 * 86400, "30d": 30 * 86400, "90d": 90 * 86400, "365d": 365 * 86400}
 
 
-def render_dashboard(runtime: Runtime, base: str) -> str:
-    """The HTML of the dashboard page, with agent URLs below `base` (the server's public base URL)."""
-    rows = []
-    for agent_id, agent in runtime.agents.items():
+@dataclass(frozen=True, slots=True)
+class Viewer:
+    """Who is looking: their principal, their session, and whether the server is open."""
+
+    principal: Principal
+    session: Session
+    open: bool
+
+
+class Dashboard:
+    """The dashboard's routes over one runtime (see the module docstring)."""
+
+    def __init__(self, runtime: Runtime, rpc: Any) -> None:
+        self.runtime = runtime
+        self.settings = runtime.settings.dashboard
+        self.root = self.settings.root
+        self.home_path = self.settings.path
+        self.rpc = rpc  # the server's JSON-RPC endpoint (the chat's requests go through it, as any client's)
+        self.sessions = Sessions(self.settings)
+        self.feed = ChangeFeed(runtime.store)
+        self.templates = environment()
+
+    def routes(self) -> list[BaseRoute]:
+        r = self.root
+        routes: list[BaseRoute] = [
+            Route(self.home_path, self.home, methods=["GET"]),
+            Route(f"{r}/login", self.login_page, methods=["GET"]),
+            Route(f"{r}/login", self.login, methods=["POST"]),
+            Route(f"{r}/logout", self.logout, methods=["POST"]),
+            Route(f"{r}/agents/{{agent_id}}", self.agent_page, methods=["GET"]),
+            Route(f"{r}/a2a/{{agent_id}}", self.chat_rpc, methods=["POST"]),
+            Route(f"{r}/tasks", self.tasks_page, methods=["GET"]),
+            Route(f"{r}/tasks/rows", self.task_rows, methods=["GET"]),
+            Route(f"{r}/tasks/{{task_id}}", self.task_page, methods=["GET"]),
+            Route(f"{r}/tasks/{{task_id}}/files/{{artifact:int}}/{{part:int}}", self.task_file, methods=["GET"]),
+            Route(f"{r}/tasks/{{task_id}}/cancel", self.cancel_task, methods=["POST"]),
+            Route(f"{r}/keys", self.keys_page, methods=["GET"]),
+            Route(f"{r}/keys", self.create_key, methods=["POST"]),
+            Route(f"{r}/keys/{{key_id}}/revoke", self.revoke_key, methods=["POST"]),
+            Route(f"{r}/events", self.events, methods=["GET"]),
+            Mount(f"{r}/static", app=StaticFiles(directory=STATIC), name="dashboard-static"),
+        ]
+        if self.home_path.rstrip("/") != r:
+            routes.append(Route(f"{r}/", self.home, methods=["GET"]))
+        return routes
+
+    # --- who is looking ---------------------------------------------------------------------------
+
+    async def viewer(self, request: Request) -> Viewer | Response:
+        """The admin (or, on an open server, anyone) looking at the page; else a redirect to the login page."""
+        session = self.sessions.read(request)
+        authenticator = self.runtime.security.authenticator
+        if not await authenticator.secured():
+            return Viewer(ANONYMOUS, session or self.sessions.new(), True)
+        if session is None or not session.credential:
+            return self._to_login(request)
+        principal = await self._principal(session.credential)
+        if principal is None:
+            return self._to_login(request, "Your login has ended (the credential was revoked, expired or changed).")
+        if not self.runtime.security.is_admin(principal):
+            return self._to_login(request, f"{principal.name or principal.id} is not an admin.")
+        return Viewer(principal, session, False)
+
+    async def _principal(self, credential: str) -> Principal | None:
+        """The principal a credential authenticates as, or None."""
+        access = Access(ANY_AGENT, Operation.EXTENDED_CARD, "HTTP")
+        try:
+            return await self.runtime.security.authenticator.authenticate(access, _credentials(credential))
+        except A2AError:
+            return None
+
+    def _to_login(self, request: Request, message: str | None = None) -> Response:
+        if request.method != "GET" or request.headers.get("accept", "").startswith("text/event-stream"):
+            return JSONResponse({"error": message or "log in to the dashboard first"}, status_code=401)
+        query = {"next": request.url.path + (f"?{request.url.query}" if request.url.query else "")}
+        if message:
+            query["message"] = message
+        return RedirectResponse(f"{self.root}/login?{urlencode(query)}", status_code=303)
+
+    def _own_origins(self, request: Request) -> set[str]:
+        parts = urlsplit(base_url(request, self.runtime.settings))
+        return {f"{parts.scheme}://{parts.netloc}", f"{request.url.scheme}://{request.headers.get('host', '')}"}
+
+    def _page(self, request: Request, viewer: Viewer | None, template: str, status: int = 200,
+              **context: Any) -> HTMLResponse:
+        """Render a page; the session cookie is (re)written so that every page has a CSRF token."""
+        session = viewer.session if viewer is not None else (self.sessions.read(request) or self.sessions.new())
+        html = self.templates.get_template(template).render(
+            root=self.root, home=self.home_path, viewer=viewer, csrf=session.csrf, csrf_header=CSRF_HEADER,
+            agents=self.runtime.agents, **context)
+        response = HTMLResponse(html, status_code=status, headers=_PAGE_HEADERS)
+        self.sessions.write(response, session, secure=_https(request, self.runtime.settings))
+        return response
+
+    def _checked(self, request: Request, viewer: Viewer, form_token: str | None = None) -> Response | None:
+        """A 403 when a state-changing request fails the CSRF checks, else None."""
+        problem = csrf_problem(request, viewer.session, self._own_origins(request), form_token)
+        if problem is None:
+            return None
+        return JSONResponse({"error": f"Refused: {problem}"}, status_code=403)
+
+    # --- login ------------------------------------------------------------------------------------
+
+    async def login_page(self, request: Request) -> Response:
+        return self._page(request, None, "login.html", message=request.query_params.get("message"),
+                          next=_local_path(request.query_params.get("next"), self.home_path), error=None)
+
+    async def login(self, request: Request) -> Response:
+        form = await request.form()
+        session = self.sessions.read(request)
+        target = _local_path(str(form.get("next") or ""), self.home_path)
+        problem = csrf_problem(request, session, self._own_origins(request), str(form.get("csrf") or ""))
+        if problem is not None:
+            return self._page(request, None, "login.html", status=403, message=None, next=target,
+                              error=f"Refused: {problem}")
+        credential = str(form.get("credential") or "").strip()
+        principal = await self._principal(credential) if credential else None
+        if principal is None or principal is ANONYMOUS:
+            return self._page(request, None, "login.html", status=401, message=None, next=target,
+                              error="That credential is not valid here (unknown, revoked or expired).")
+        if not self.runtime.security.is_admin(principal):
+            return self._page(request, None, "login.html", status=403, message=None, next=target,
+                              error=f"{principal.name or principal.id} is valid, but not an admin: the dashboard "
+                                    "needs the admin scope.")
+        response = RedirectResponse(target, status_code=303)
+        self.sessions.write(response, self.sessions.new(credential), secure=_https(request, self.runtime.settings))
+        return response
+
+    async def logout(self, request: Request) -> Response:
+        form = await request.form()
+        problem = csrf_problem(request, self.sessions.read(request), self._own_origins(request),
+                               str(form.get("csrf") or ""))
+        if problem is not None:
+            return JSONResponse({"error": f"Refused: {problem}"}, status_code=403)
+        response = RedirectResponse(f"{self.root}/login", status_code=303)
+        self.sessions.clear(response)
+        return response
+
+    # --- agents -----------------------------------------------------------------------------------
+
+    async def home(self, request: Request) -> Response:
+        viewer = await self.viewer(request)
+        if isinstance(viewer, Response):
+            return viewer
+        base = base_url(request, self.runtime.settings)
+        agents = [self._agent_summary(agent_id, base) for agent_id in self.runtime.agents]
+        return self._page(request, viewer, "home.html", summaries=agents, hub=_hub_map(self.runtime))
+
+    def _agent_summary(self, agent_id: str, base: str) -> dict[str, Any]:
+        agent = self.runtime.agents[agent_id]
         url = agent_url(base, agent_id)
-        card = f"{url}/.well-known/agent-card.json"
-        curl = (
-            f"curl -s {url} -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' -d "
-            "'{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"SendMessage\",\"params\":{\"message\":"
-            "{\"messageId\":\"m1\",\"role\":\"ROLE_USER\",\"parts\":[{\"text\":\"hello\"}]}}}'"
-        )
-        default = " <em>(default)</em>" if agent_id == runtime.default_agent else ""
-        if agent.problem is not None:
-            default += f" <strong class='unavailable'>unavailable: {html.escape(agent.problem)}</strong>"
-        rows.append(
-            f"<section class='agent' data-agent='{html.escape(agent_id)}'>"
-            f"<h2>{html.escape(agent.name)}{default}</h2><p>{html.escape(agent.description)}</p>"
-            f"<p>Endpoint: <code>{html.escape(url)}</code><br>Card: <a href='{html.escape(card)}'>"
-            f"{html.escape(card)}</a></p><pre>{html.escape(curl)}</pre></section>"
-        )
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>Parley</title>"
-        "<style>body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}"
-        "pre{background:#f4f4f4;padding:.5rem;white-space:pre-wrap;word-break:break-all}"
-        "section{border-top:1px solid #ddd}</style>"
-        f"</head><body><h1>Parley</h1><p>{len(runtime.agents)} agent(s) hosted.</p>"
-        + "".join(rows)
-        + "</body></html>"
-    )
+        return {"id": agent_id, "name": agent.name, "description": agent.description, "url": url,
+                "card_url": f"{url}/.well-known/agent-card.json", "default": agent_id == self.runtime.default_agent,
+                "problem": agent.problem, "skills": agent.skills}
+
+    async def agent_page(self, request: Request) -> Response:
+        viewer = await self.viewer(request)
+        if isinstance(viewer, Response):
+            return viewer
+        agent_id = request.path_params["agent_id"]
+        if agent_id not in self.runtime.agents:
+            return self._page(request, viewer, "error.html", status=404, message=f"No agent {agent_id!r} here.")
+        base = base_url(request, self.runtime.settings)
+        summary = self._agent_summary(agent_id, base)
+        card = await self.runtime.public_card(agent_id, summary["url"])
+        v1, v03 = card_v1(card), card_v03(card)
+        secured = not viewer.open
+        return self._page(request, viewer, "agent.html", agent=summary, card=card, card_v1=v1, card_v03=v03,
+                          check_v1=check_v1(v1), check_v03=check_v03(v03),
+                          examples=examples(summary["url"], secured=secured), hub=_hub_map(self.runtime),
+                          chat_url=f"{self.root}/a2a/{agent_id}")
+
+    async def chat_rpc(self, request: Request) -> Response:
+        """The chat panel's JSON-RPC call, handled by the agent's JSON-RPC endpoint as the logged-in principal."""
+        viewer = await self.viewer(request)
+        if isinstance(viewer, Response):
+            return viewer
+        refused = self._checked(request, viewer)
+        if refused is not None:
+            return refused
+        agent_id = request.path_params["agent_id"]
+        if agent_id not in self.runtime.agents:
+            return JSONResponse({"error": f"no agent {agent_id!r}"}, status_code=404)
+        scope = dict(request.scope)
+        headers = [(k, v) for k, v in scope["headers"] if k not in (b"cookie", b"x-api-key", b"authorization")]
+        if viewer.session.credential:
+            name, value = _credential_header(viewer.session.credential)
+            headers.append((name.encode(), value.encode()))
+        scope["headers"] = headers
+        forwarded = Request(scope, request.receive)
+        base = base_url(request, self.runtime.settings)
+        return await self.rpc.handle(forwarded, agent_id, lambda: agent_url(base, agent_id))
+
+    # --- tasks ------------------------------------------------------------------------------------
+
+    def _query(self, request: Request) -> tuple[TaskQuery, dict[str, str]]:
+        """The task table's filters from the query string (agent, state, context, principal, page)."""
+        q = request.query_params
+        filters = {name: (q.get(name) or "").strip() for name in ("agent", "state", "context", "principal", "page")}
+        state = None
+        if filters["state"]:
+            try:
+                state = m.TaskState(filters["state"])
+            except ValueError:
+                raise InvalidParamsError(f"Unknown state {filters['state']!r}") from None
+        size = q.get("size") or str(PAGE_SIZE)
+        if not size.isdigit() or not 1 <= int(size) <= MAX_PAGE_SIZE:
+            raise InvalidParamsError(f"size must be between 1 and {MAX_PAGE_SIZE}")
+        cursor = decode_cursor(filters["page"]) if filters["page"] else None
+        query = TaskQuery(agent_id=filters["agent"] or None, owner=filters["principal"] or None,
+                          context_id=filters["context"] or None, state=state, page_size=int(size), cursor=cursor)
+        return query, filters
+
+    async def _rows(self, request: Request) -> tuple[dict[str, Any], dict[str, str]]:
+        query, filters = self._query(request)
+        page = await self.runtime.store.list(query)
+        now = time.time()
+        rows = [{"id": r.task.id, "agent": r.agent_id, "owner": r.owner, "context": r.task.context_id,
+                 "state": state_label(r.task.status.state), "created": r.created_at,
+                 "duration": (r.updated_at if _settled(r.task) else now) - r.created_at if r.created_at else None}
+                for r in page.records]
+        nxt = encode_cursor(page.next_cursor)
+        next_query = urlencode({**{k: v for k, v in filters.items() if v and k != "page"}, "page": nxt}) if nxt else ""
+        return {"rows": rows, "total": page.total, "next": next_query}, filters
+
+    async def tasks_page(self, request: Request) -> Response:
+        viewer = await self.viewer(request)
+        if isinstance(viewer, Response):
+            return viewer
+        try:
+            table, filters = await self._rows(request)
+        except A2AError as exc:
+            return self._page(request, viewer, "error.html", status=400, message=exc.message)
+        return self._page(request, viewer, "tasks.html", table=table, filters=filters,
+                          states=[state_label(s) for s in STATES], state_values=[s.value for s in STATES])
+
+    async def task_rows(self, request: Request) -> Response:
+        viewer = await self.viewer(request)
+        if isinstance(viewer, Response):
+            return viewer
+        try:
+            table, _ = await self._rows(request)
+        except A2AError as exc:
+            return JSONResponse({"error": exc.message}, status_code=400)
+        html = self.templates.get_template("task_rows.html").render(root=self.root, table=table)
+        return HTMLResponse(html, headers=_PAGE_HEADERS)
+
+    async def task_page(self, request: Request) -> Response:
+        viewer = await self.viewer(request)
+        if isinstance(viewer, Response):
+            return viewer
+        task_id = request.path_params["task_id"]
+        store = self.runtime.store
+        rec = await store.get(task_id)
+        if rec is None:
+            return self._page(request, viewer, "error.html", status=404, message=f"No task {task_id!r} here.")
+        entries = await store.events_after(task_id, 0, LOG_LIMIT)
+        base = base_url(request, self.runtime.settings)
+        from parley.hub.trace import build_trace
+
+        tree = await build_trace(store, rec, url=agent_url(base, rec.agent_id), depth=5, viewer=None)
+        push = None
+        if self.runtime.push is not None:
+            from parley.push.log import push_log_json
+
+            notifications, attempts = await store.push_log(task_id)
+            push = push_log_json(task_id, notifications, attempts)["notifications"]
+        log = [_log_row(e) for e in entries]
+        timeline = [row for row in log if row["state"]]
+        return self._page(request, viewer, "task.html", rec=rec, task=rec.task, log=log, timeline=timeline,
+                          more=len(entries) == LOG_LIMIT and rec.seq > LOG_LIMIT, tree=tree, push=push,
+                          settled=_settled(rec.task), parts=_parts, task_json=to_wire(rec.task))
+
+    async def task_file(self, request: Request) -> Response:
+        viewer = await self.viewer(request)
+        if isinstance(viewer, Response):
+            return viewer
+        rec = await self.runtime.store.get(request.path_params["task_id"])
+        artifacts = rec.task.artifacts or [] if rec is not None else []
+        a, p = request.path_params["artifact"], request.path_params["part"]
+        if not (0 <= a < len(artifacts) and 0 <= p < len(artifacts[a].parts)) or artifacts[a].parts[p].raw is None:
+            return JSONResponse({"error": "no such file part"}, status_code=404)
+        part = artifacts[a].parts[p]
+        name = (part.filename or f"{artifacts[a].artifact_id}-{p}").replace('"', "").replace("\\", "")
+        return Response(part.raw, media_type="application/octet-stream",
+                        headers={"Content-Disposition": f'attachment; filename="{name}"',
+                                 "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"})
+
+    async def cancel_task(self, request: Request) -> Response:
+        viewer = await self.viewer(request)
+        if isinstance(viewer, Response):
+            return viewer
+        form = await request.form()
+        refused = self._checked(request, viewer, str(form.get("csrf") or ""))
+        if refused is not None:
+            return refused
+        task_id = request.path_params["task_id"]
+        rec = await self.runtime.store.get(task_id)
+        if rec is None:
+            return JSONResponse({"error": f"no task {task_id!r}"}, status_code=404)
+        try:
+            await self.runtime.engine.cancel(rec.agent_id, rec.owner, m.CancelTaskRequest(id=task_id))
+        except A2AError as exc:
+            return self._page(request, viewer, "error.html", status=exc.http_status, message=exc.message)
+        return RedirectResponse(f"{self.root}/tasks/{task_id}", status_code=303)
+
+    async def events(self, request: Request) -> Response:
+        """The change feed as SSE: `event: change` with {taskId, agent, principal, state, seq}, `event: reload`."""
+        viewer = await self.viewer(request)
+        if isinstance(viewer, Response):
+            return viewer
+
+        async def frames() -> AsyncIterator[bytes]:
+            yield b": connected\n\n"
+            async for change in self.feed.listen():
+                if change is None:
+                    yield sse_frame(b"{}", event="reload")
+                    continue
+                body = msgspec.json.encode({"taskId": change.task_id, "agent": change.agent_id,
+                                            "principal": change.owner, "state": state_label(change.state),
+                                            "seq": change.seq})
+                yield sse_frame(body, event_id=change.position, event="change")
+
+        return EventStreamResponse(frames(), headers={"Cache-Control": "no-store"})
+
+    # --- keys -------------------------------------------------------------------------------------
+
+    async def keys_page(self, request: Request) -> Response:
+        viewer = await self.viewer(request)
+        if isinstance(viewer, Response):
+            return viewer
+        return await self._keys(request, viewer)
+
+    async def _keys(self, request: Request, viewer: Viewer, *, created: dict[str, Any] | None = None,
+                    error: str | None = None, status: int = 200) -> Response:
+        store = self.runtime.security.keys
+        keys = [key_json(k) for k in await store.list(None)] if store is not None else []
+        return self._page(request, viewer, "keys.html", status=status, keys=keys, created=created, error=error,
+                          enabled=store is not None, ttl_choices=list(TTL_CHOICES))
+
+    async def create_key(self, request: Request) -> Response:
+        viewer = await self.viewer(request)
+        if isinstance(viewer, Response):
+            return viewer
+        form = await request.form()
+        refused = self._checked(request, viewer, str(form.get("csrf") or ""))
+        if refused is not None:
+            return refused
+        store = self.runtime.security.keys
+        if store is None:
+            return await self._keys(request, viewer, error="API keys are turned off on this server.", status=409)
+        agent = str(form.get("agent") or "").strip()
+        name = str(form.get("name") or "").strip()
+        scopes = sorted({s.strip() for s in str(form.get("scopes") or "a2a").replace(",", " ").split() if s.strip()})
+        ttl = str(form.get("expires") or "")
+        if agent != ANY_AGENT and agent not in self.runtime.agents:
+            return await self._keys(request, viewer, error=f"No agent {agent!r} on this server.", status=400)
+        if ttl not in TTL_CHOICES:
+            return await self._keys(request, viewer, error=f"Unknown expiry {ttl!r}.", status=400)
+        if viewer.open and "admin" not in scopes:
+            return await self._keys(request, viewer, status=400, error=(
+                "This server is open: its first key must have the admin scope (once a key exists, every "
+                "request needs one, and this dashboard needs an admin)."))
+        seconds = TTL_CHOICES[ttl]
+        try:
+            key, token = await store.create(agent, name=name, scopes=frozenset(scopes or ["a2a"]),
+                                            expires_at=time.time() + seconds if seconds else None)
+        except KeyProblem as exc:
+            return await self._keys(request, viewer, error=str(exc), status=400)
+        self.runtime.security.authenticator.recheck()
+        if viewer.open:  # the server is secured now: this browser stays in with the admin key it just made
+            principal = await self._principal(token)
+            viewer = Viewer(principal or ANONYMOUS, self.sessions.new(token), False)
+        response = await self._keys(request, viewer, created={"key": key_json(key), "token": token})
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
+    async def revoke_key(self, request: Request) -> Response:
+        viewer = await self.viewer(request)
+        if isinstance(viewer, Response):
+            return viewer
+        form = await request.form()
+        refused = self._checked(request, viewer, str(form.get("csrf") or ""))
+        if refused is not None:
+            return refused
+        store = self.runtime.security.keys
+        if store is None or await store.revoke(request.path_params["key_id"]) is None:
+            return await self._keys(request, viewer, error="No such key.", status=404)
+        return RedirectResponse(f"{self.root}/keys", status_code=303)
+
+    async def close(self) -> None:
+        await self.feed.close()
+
+
+_PAGE_HEADERS = {
+    "Cache-Control": "no-store",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "same-origin",
+    # everything is served by Parley itself: no inline script, no CDN
+    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                               "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+}
+
+
+def _credentials(credential: str) -> Credentials:
+    name, value = _credential_header(credential)
+    return Credentials(headers={name: value})
+
+
+def _credential_header(credential: str) -> tuple[str, str]:
+    """An API key goes in X-API-Key; a JWT (three dot-separated parts, not pk_) as a bearer token."""
+    if not credential.startswith("pk_") and credential.count(".") == 2:
+        return "authorization", f"Bearer {credential}"
+    return "x-api-key", credential
+
+
+def _https(request: Request, settings: Any) -> bool:
+    return base_url(request, settings).startswith("https://")
+
+
+def _local_path(target: str | None, default: str) -> str:
+    """`target` if it is a path on this server (no scheme, no host, no `//`), else `default` (no open redirect)."""
+    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return default
+    return target
+
+
+def _settled(task: m.Task) -> bool:
+    from parley.protocol.states import is_settled
+
+    return is_settled(task.status.state)
+
+
+def _text_of(message: m.Message | None) -> str:
+    if message is None:
+        return ""
+    return "\n".join(p.text for p in message.parts if p.text is not None)
+
+
+def _log_row(entry: Any) -> dict[str, Any]:
+    """One log entry for the event-log timeline: seq, kind, the state it set (if any), a summary and its JSON."""
+    ev = entry.event
+    state = None
+    summary = ""
+    if isinstance(ev, m.Task | m.TaskStatusUpdateEvent):
+        state = state_label(ev.status.state)
+        summary = _text_of(ev.status.message)
+    elif isinstance(ev, m.Message):
+        summary = _text_of(ev)
+    elif isinstance(ev, m.TaskArtifactUpdateEvent):
+        summary = f"{ev.artifact.name or ev.artifact.artifact_id}: " + " ".join(
+            p.text for p in ev.artifact.parts if p.text is not None)[:200]
+    timestamp = ev.status.timestamp if isinstance(ev, m.Task | m.TaskStatusUpdateEvent) else None
+    body = to_wire(ev)
+    return {"seq": entry.seq, "kind": entry.kind, "state": state, "summary": summary, "at": timestamp,
+            "json": body}
+
+
+def _parts(parts: list[m.Part]) -> list[dict[str, Any]]:
+    """What a template needs to show each part: text (as Markdown), data (JSON), a file (download or link)."""
+    shown = []
+    for i, part in enumerate(parts):
+        if part.text is not None:
+            shown.append({"kind": "text", "text": part.text, "index": i})
+        elif part.raw is not None:
+            shown.append({"kind": "file", "name": part.filename or f"part-{i}", "size": len(part.raw),
+                          "media_type": part.media_type or "application/octet-stream", "index": i})
+        elif part.url is not None:
+            safe = part.url.lower().startswith(("http://", "https://"))
+            shown.append({"kind": "url", "url": part.url, "safe": safe, "name": part.filename or part.url,
+                          "index": i})
+        else:
+            shown.append({"kind": "data", "data": to_wire(part).get("data"), "index": i})
+    return shown
+
+
+def _hub_map(runtime: Runtime) -> dict[str, Any]:
+    """The hub's routing rules and who may delegate to whom (from the agents that route or delegate)."""
+    from parley.hub.routing import RoutedAgent
+
+    routes, delegates = [], {}
+    for agent_id, agent in runtime.agents.items():
+        if isinstance(agent, RoutedAgent):
+            for rule in agent.rules:
+                routes.append({"from": agent_id, "to": rule.to_agent, "keywords": list(rule.keywords),
+                               "regex": list(rule.regex),
+                               "tags": list(rule.tags), "priority": rule.priority})
+        allowed = sorted(getattr(agent, "delegates", None) or [])
+        if allowed:
+            delegates[agent_id] = allowed
+    return {"routes": routes, "delegates": delegates}
+
+
+__all__ = ["Dashboard"]

@@ -1,0 +1,109 @@
+"""Screenshots of every dashboard page, for docs/dashboard.md:
+
+    .venv/bin/python scripts/dashboard_screenshots.py docs/screenshots
+
+Starts `parley serve` with the browser tests' agents (tests/e2e/apps/dashboard_agents.py) and an admin
+key, makes a few tasks (a chat, a delegation, a rich artifact), and saves a PNG of each page from Debian's
+chromium at 1280 px, plus the agent page at phone width.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+
+from dashboard_kit import ADMIN_KEY, CHROMIUM, CHROMIUM_ARGS, write_config
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rpc(base: str, agent: str, text: str, task_id: str | None = None) -> dict:
+    message = {"messageId": os.urandom(8).hex(), "role": "ROLE_USER", "parts": [{"text": text}]}
+    if task_id:
+        message["taskId"] = task_id
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+    reply = httpx.post(f"{base}/a2a/{agent}", json=body, timeout=30,
+                       headers={"X-API-Key": ADMIN_KEY, "A2A-Version": "1.0"}).json()
+    return reply["result"]["task"]
+
+
+def main(out: Path) -> None:
+    from playwright.sync_api import sync_playwright
+
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        port = free_port()
+        env = {**os.environ, "PARLEY_ADMIN_KEY": ADMIN_KEY,
+               "PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "e2e" / "apps"), os.environ.get("PYTHONPATH", "")])}
+        parley = Path(sys.executable).with_name("parley")
+        proc = subprocess.Popen([str(parley), "serve", "--port", str(port), "--log-level", "warning",
+                                 "--config", str(write_config(Path(tmp)))], env=env, cwd=tmp)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 30
+            while True:  # bounded: the server answering /healthz is the signal
+                try:
+                    if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit("parley serve did not start")
+                time.sleep(0.1)
+            routed = rpc(base, "front", "my router is broken")
+            rich = rpc(base, "writer", "Made for the screenshots.")
+            asked = rpc(base, "interviewer", "I want to learn Rust")
+            rpc(base, "interviewer", "for speed", task_id=asked["id"])
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                page = browser.new_page(viewport={"width": 1280, "height": 900})
+                page.goto(f"{base}/ui/login")
+                page.screenshot(path=out / "login.png")
+                page.get_by_label("Admin API key or bearer token").fill(ADMIN_KEY)
+                page.get_by_role("button", name="Log in").click()
+                page.wait_for_url(f"{base}/")
+                page.screenshot(path=out / "agents.png", full_page=True)
+                page.goto(f"{base}/ui/agents/interviewer")
+                page.get_by_label("Message", exact=True).fill("I want to learn Rust")
+                page.get_by_role("button", name="Send").click()
+                page.wait_for_selector("[data-testid=chat-state][data-state=input-required]")
+                page.screenshot(path=out / "agent.png", full_page=True)
+                page.goto(f"{base}/ui/tasks")
+                page.wait_for_selector("[data-testid=live-status] >> text=updates appear")
+                page.screenshot(path=out / "tasks.png", full_page=True)
+                page.goto(f"{base}/ui/tasks/{routed['id']}")
+                page.screenshot(path=out / "task-delegation.png", full_page=True)
+                page.goto(f"{base}/ui/tasks/{rich['id']}")
+                page.screenshot(path=out / "task.png", full_page=True)
+                page.goto(f"{base}/ui/keys")
+                page.get_by_label("Name").fill("reporting")
+                page.get_by_role("button", name="Create key").click()
+                page.get_by_test_id("created-key").wait_for()
+                page.screenshot(path=out / "keys.png", full_page=True)
+                page.set_viewport_size({"width": 375, "height": 800})
+                page.goto(f"{base}/ui/agents/echo")
+                page.screenshot(path=out / "phone.png")
+                browser.close()
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    for name in sorted(p.name for p in out.glob("*.png")):
+        print(out / name)
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/screenshots"))

@@ -1,0 +1,92 @@
+"""The store's change feed, fanned out to the dashboard's live views.
+
+One poller per process reads `TaskStore.changes_after` (every replica's commits on a shared store: the
+feed is written in the commit's transaction) while at least one browser listens, and hands each change
+to every listener's bounded queue. A listener that falls behind is told to reload instead of growing
+the server's memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from parley.tasks.store import Change, TaskStore
+
+log = logging.getLogger("parley.web")
+POLL_SECONDS = 0.5
+PAGE = 1000
+QUEUE = 256
+OVERFLOW = None  # put in a listener's queue when it fell behind: reload everything
+
+
+class ChangeFeed:
+    """Fans the store's change feed out to listeners (see the module docstring)."""
+
+    def __init__(self, store: TaskStore, poll_seconds: float = POLL_SECONDS) -> None:
+        self.store = store
+        self.poll_seconds = poll_seconds
+        self._listeners: set[asyncio.Queue[Change | None]] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._position: int | None = None
+
+    async def listen(self) -> AsyncIterator[Change | None]:
+        """Changes committed from now on, in feed order; None when some were missed (reload)."""
+        queue: asyncio.Queue[Change | None] = asyncio.Queue(QUEUE)
+        if self._position is None:
+            self._position = await self._head()
+        self._listeners.add(queue)
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._poll(), name="parley-dashboard-feed")
+        try:
+            while True:
+                yield await queue.get()
+        finally:
+            self._listeners.discard(queue)
+
+    async def _head(self) -> int:
+        """The position of the newest change in the store (0 when there is none)."""
+        position = 0
+        while True:
+            page = await self.store.changes_after(position, PAGE)
+            if not page:
+                return position
+            position = page[-1].position
+            if len(page) < PAGE:
+                return position
+
+    async def _poll(self) -> None:
+        while self._listeners:
+            try:
+                changes = await self.store.changes_after(self._position or 0, PAGE)
+            except Exception:  # the store is away for a moment: try again at the next tick
+                log.warning("the dashboard's change feed could not be read", exc_info=True)
+                changes = []
+            for change in changes:
+                self._position = change.position
+                for queue in list(self._listeners):
+                    _offer(queue, change)
+            if len(changes) < PAGE:
+                await asyncio.sleep(self.poll_seconds)
+        self._position = None  # nobody listens: the next listener starts from the head again
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+def _offer(queue: asyncio.Queue[Change | None], change: Change) -> None:
+    """Queue a change; a full queue is emptied and told to reload (OVERFLOW)."""
+    try:
+        queue.put_nowait(change)
+    except asyncio.QueueFull:
+        while not queue.empty():
+            queue.get_nowait()
+        queue.put_nowait(OVERFLOW)
+
+
+__all__ = ["ChangeFeed"]
