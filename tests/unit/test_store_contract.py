@@ -767,3 +767,54 @@ async def test_a_newer_sqlite_schema_is_refused_in_one_line(tmp_path: Path) -> N
 def test_apply_is_what_fold_uses() -> None:
     task = new_task()
     assert fold(task, [status(S.WORKING)]) == apply(new_task(), status(S.WORKING))
+
+
+async def test_list_across_agents_and_principals(store: TaskStore) -> None:
+    """The dashboard's task table lists every agent's and every principal's tasks (TaskQuery with agent_id and
+    owner None), newest update first with ties broken by task id as ListTasks does (A2A 1.0 section 3.1.4);
+    an agent or a principal narrows it; pages follow each other across agents and owners without a gap or a
+    repeat, and every page counts the whole match."""
+    from parley.tasks.store import TaskQuery, decode_cursor
+
+    made = [("a", "echo", "alice", 10.0, S.COMPLETED), ("b", "interviewer", "bob", 20.0, S.WORKING),
+            ("c", "echo", "bob", 30.0, S.WORKING), ("d", "interviewer", "alice", 40.0, S.COMPLETED),
+            ("e", "echo", "alice", 50.0, S.WORKING), ("f", "interviewer", "carol", 60.0, S.INPUT_REQUIRED),
+            ("g", "echo", "carol", 25.0, S.WORKING), ("h", "interviewer", "alice", 25.0, S.WORKING)]
+    for task_id, agent, owner, updated, state in made:
+        await put(store, new_task(task_id, state=state), agent=agent, owner=owner, updated=updated)
+
+    def newest_first(keep) -> list[str]:  # type: ignore[no-untyped-def]
+        return [t for t, *_ in sorted((row for row in made if keep(row)), key=lambda r: (r[3], r[0]), reverse=True)]
+
+    async def listed(**query: object) -> tuple[list[tuple[str, str, str]], int]:
+        page = await store.list(TaskQuery(**query))  # type: ignore[arg-type]
+        return [(r.task.id, r.agent_id, r.owner) for r in page.records], page.total
+
+    rows, total = await listed(agent_id=None, owner=None)
+    assert [r[0] for r in rows] == newest_first(lambda r: True) == ["f", "e", "d", "c", "h", "g", "b", "a"]
+    assert total == 8
+    assert {(t, a, o) for t, a, o, *_ in made} == set(rows)  # each with its own agent and owner
+
+    rows, total = await listed(agent_id="echo", owner=None)
+    assert [r[0] for r in rows] == newest_first(lambda r: r[1] == "echo") and total == 4
+    rows, total = await listed(agent_id=None, owner="alice")
+    assert [r[0] for r in rows] == newest_first(lambda r: r[2] == "alice") and total == 4
+    rows, total = await listed(agent_id="interviewer", owner="alice")
+    assert [r[0] for r in rows] == ["d", "h"] and total == 2
+    rows, total = await listed(agent_id=None, owner=None, state=S.WORKING)
+    assert [r[0] for r in rows] == ["e", "c", "h", "g", "b"] and total == 5
+    assert await listed(agent_id="nobody", owner=None) == ([], 0)
+
+    for agent, owner, size in [(None, None, 3), (None, None, 1), (None, "alice", 3), ("echo", None, 2)]:
+        expected = newest_first(lambda r: agent in (None, r[1]) and owner in (None, r[2]))  # noqa: B023
+        seen: list[str] = []
+        cursor = None
+        for _ in range(len(made) + 1):
+            page = await store.list(TaskQuery(agent_id=agent, owner=owner, page_size=size, cursor=cursor))
+            assert page.total == len(expected) and 0 < len(page.records) <= size
+            seen.extend(r.task.id for r in page.records)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+            assert decode_cursor(encode_cursor(cursor)) == cursor  # the page token the dashboard puts in its links
+        assert seen == expected, (agent, owner, size)

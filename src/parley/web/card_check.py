@@ -64,9 +64,9 @@ def check_v03(card: dict[str, Any]) -> list[Check]:
     for name, kind in V03_OPTIONAL_TYPES.items():
         if name in card and not isinstance(card[name], kind):
             checks.append(Check(False, f"`{name}` must be {_json_type(kind)}"))
-    for i, skill in enumerate(card.get("skills") or []):
+    for i, skill in enumerate(_list(card.get("skills"))):
         checks.extend(c for c in _required(skill, V03_SKILL_REQUIRED, f"skills[{i}]") if not c.ok)
-    for i, interface in enumerate(card.get("additionalInterfaces") or []):
+    for i, interface in enumerate(_list(card.get("additionalInterfaces"))):
         checks.extend(c for c in _required(interface, V03_INTERFACE_REQUIRED, f"additionalInterfaces[{i}]")
                       if not c.ok)
     if isinstance(card.get("url"), str):
@@ -136,8 +136,16 @@ def _interface_checks(path: str, interface: Any) -> list[Check]:
     return checks
 
 
+def _list(value: Any) -> list[Any]:
+    """`value` if it is a list (a wrong type is reported by the required-property check), else []."""
+    return value if isinstance(value, list) else []
+
+
 def _absolute(path: str, url: str, *, grpc: bool = False) -> Check:
-    parts = urlsplit(url if "://" in url or not grpc else f"grpc://{url}")
+    try:
+        parts = urlsplit(url if "://" in url or not grpc else f"grpc://{url}")
+    except ValueError:
+        return Check(False, f"`{path}` {url!r} is not a URL")
     ok = bool(parts.netloc) and (grpc or parts.scheme in ("http", "https"))
     return Check(ok, f"`{path}` {url!r} is an absolute {'address' if grpc else 'http(s) URL'}")
 

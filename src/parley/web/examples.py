@@ -12,6 +12,7 @@ import shlex
 from dataclasses import dataclass
 
 KEY_VARIABLE = "PARLEY_KEY"
+MESSAGE_ID = "MESSAGE-ID"  # replaced in the curl text by a shell expansion: every run sends a new message id
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,9 +28,9 @@ def examples(url: str, *, secured: bool, text: str = "hello") -> list[Example]:
     """curl (1.0 and 0.3) and Python calls of the agent at `url` sending `text`."""
     auth = [f'-H "X-API-Key: ${KEY_VARIABLE}"'] if secured else []
     v1 = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-          "params": {"message": {"messageId": "m-1", "role": "ROLE_USER", "parts": [{"text": text}]}}}
+          "params": {"message": {"messageId": MESSAGE_ID, "role": "ROLE_USER", "parts": [{"text": text}]}}}
     v03 = {"jsonrpc": "2.0", "id": 1, "method": "message/send",
-           "params": {"message": {"kind": "message", "messageId": "m-1", "role": "user",
+           "params": {"message": {"kind": "message", "messageId": MESSAGE_ID, "role": "user",
                                   "parts": [{"kind": "text", "text": text}]}}}
     return [
         Example("curl, A2A 1.0 (JSON-RPC)", "sh", _curl(url, ["-H 'A2A-Version: 1.0'", *auth], v1)),
@@ -39,8 +40,10 @@ def examples(url: str, *, secured: bool, text: str = "hello") -> list[Example]:
 
 
 def _curl(url: str, headers: list[str], body: dict) -> str:
-    lines = [f"curl -s {shlex.quote(url)}", "-H 'Content-Type: application/json'", *headers,
-             f"-d {shlex.quote(json.dumps(body, separators=(',', ':')))}"]
+    data = shlex.quote(json.dumps(body, separators=(",", ":")))
+    # a fresh id per run (a repeated messageId is the same message: the server answers with the first task)
+    data = data.replace(MESSAGE_ID, "m-'\"$(date +%s%N)\"'")
+    lines = [f"curl -s {shlex.quote(url)}", "-H 'Content-Type: application/json'", *headers, f"-d {data}"]
     return " \\\n  ".join(lines)
 
 

@@ -31,13 +31,15 @@ class ChangeFeed:
         self._listeners: set[asyncio.Queue[Change | None]] = set()
         self._task: asyncio.Task[None] | None = None
         self._position: int | None = None
+        self._starting = asyncio.Lock()  # one head lookup at a time: two could otherwise move the position back
 
     async def listen(self) -> AsyncIterator[Change | None]:
         """Changes committed from now on, in feed order; None when some were missed (reload)."""
         queue: asyncio.Queue[Change | None] = asyncio.Queue(QUEUE)
-        if self._position is None:
-            self._position = await self._head()
-        self._listeners.add(queue)
+        async with self._starting:
+            if self._position is None:
+                self._position = await self._head()
+            self._listeners.add(queue)
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._poll(), name="parley-dashboard-feed")
         try:
