@@ -120,6 +120,11 @@ class DashboardSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     # must share it; unset, each process makes its own at start (logins end when it restarts).
     session_key_env: str | None = "PARLEY_SESSION_KEY"
     session_hours: float = 12.0  # a login lasts this long
+    # Log in at the OIDC provider of auth.jwt.oidc_discovery_url (authorization code + PKCE): the dashboard's
+    # client id there, the NAME of a variable holding its secret (none: a public client), the scopes it asks for
+    oidc_client_id: str | None = None
+    oidc_client_secret_env: str | None = None
+    oidc_scopes: list[str] = msgspec.field(default_factory=lambda: ["openid", "profile"])
 
     @property
     def root(self) -> str:
@@ -221,6 +226,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         found.extend(_bus_problems(self))
         found.extend(self.retention.problems())
         found.extend(self.dashboard.problems())
+        if self.dashboard.oidc_client_id and (self.auth.jwt is None or not self.auth.jwt.oidc_discovery_url):
+            found.append(("dashboard.oidc_client_id", "needs auth.jwt.oidc_discovery_url (the provider to log in at)"))
         jwt = self.auth.jwt
         if jwt is not None:
             sources = [x for x in (jwt.secret_env, jwt.jwks_url, jwt.oidc_discovery_url) if x]

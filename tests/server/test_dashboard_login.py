@@ -42,6 +42,7 @@ async def test_a_token_with_the_admin_scope_logs_in(http: httpx.AsyncClient) -> 
     async with http:
         assert (await http.get("/")).status_code == 303  # secured: to the login page
         csrf = await csrf_of(http, "/ui/login")
+        assert 'data-testid="oidc-login"' not in (await http.get("/ui/login")).text  # no client id: no button
         done = await http.post("/ui/login", data={"credential": token("admin a2a"), "csrf": csrf, "next": "/ui/tasks"})
         assert done.status_code == 303 and done.headers["location"] == "/ui/tasks"
         tasks = await http.get("/ui/tasks")

@@ -46,6 +46,12 @@ def test_a_path_not_starting_with_a_slash_is_refused() -> None:
     assert ("dashboard.path", "must start with '/'") in problems
 
 
+def test_an_oidc_client_needs_a_provider() -> None:
+    """A dashboard OIDC client id without auth.jwt.oidc_discovery_url is refused, naming the missing setting."""
+    problems = Settings(dashboard=DashboardSettings(oidc_client_id="dash")).problems()
+    assert ("dashboard.oidc_client_id", "needs auth.jwt.oidc_discovery_url (the provider to log in at)") in problems
+
+
 def test_the_documented_settings_are_the_defaults() -> None:
     """The TOML block of docs/dashboard.md says what the code does when nothing is set."""
     block = re.search(r"```toml\n(\[server\.dashboard\].*?)```", DOC.read_text(), re.DOTALL)
@@ -53,7 +59,10 @@ def test_the_documented_settings_are_the_defaults() -> None:
     documented = tomllib.loads(block.group(1))["server"]["dashboard"]
     defaults = DashboardSettings()
     assert documented == {name: getattr(defaults, name) for name in documented}
-    assert set(documented) == set(DashboardSettings.__struct_fields__)
+    unset = {name for name in DashboardSettings.__struct_fields__ if getattr(defaults, name) is None}
+    assert set(documented) == set(DashboardSettings.__struct_fields__) - unset
+    for name in unset:  # settings without a default are shown commented out, with an example
+        assert re.search(rf"^# {name} = ", block.group(1), re.MULTILINE), name
 
 
 def test_ui_is_reserved() -> None:

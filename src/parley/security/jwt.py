@@ -114,6 +114,20 @@ class JwtVerifier:
         self._fetched_at = 0.0  # clock time of the last fetch that worked
         self._attempted_at: float | None = None  # clock time of the last fetch started
         self._inflight: asyncio.Task[None] | None = None
+        self._document: dict[str, Any] | None = None  # the OIDC discovery document, once fetched
+
+    async def provider_document(self) -> dict[str, Any]:
+        """The OIDC discovery document (its authorization and token endpoints serve the dashboard's login);
+        fetched once. ValueError when no discovery URL is configured or the document cannot be read."""
+        url = self.settings.oidc_discovery_url
+        if url is None:
+            raise ValueError("auth.jwt.oidc_discovery_url is not set")
+        if self._document is None:
+            try:
+                self._document = await self._get_json(url)
+            except _FetchError as exc:
+                raise ValueError(f"the OIDC discovery document {url} could not be read: {exc}") from None
+        return self._document
 
     async def verify(self, token: str) -> TokenIdentity:
         """The identity a valid token names; else UnauthenticatedError saying why."""
@@ -275,6 +289,7 @@ class JwtVerifier:
         url = self.settings.oidc_discovery_url
         assert url is not None
         document = await self._get_json(url)
+        self._document = document
         jwks_uri = document.get("jwks_uri")
         if not isinstance(jwks_uri, str) or not jwks_uri.startswith(("https://", "http://")):
             raise _FetchError("the discovery document has no jwks_uri URL")

@@ -2,6 +2,7 @@
 
     GET  {path}                              home: every agent, the hub's routes and delegations
     GET  {root}/login, POST {root}/login     log in with an admin credential; POST {root}/logout
+    GET  {root}/login/oidc[/callback]        log in at the configured OIDC provider (parley.web.oidc)
     GET  {root}/agents/{id}                  one agent: card, card check, examples, chat and console
     POST {root}/a2a/{id}                     the chat's JSON-RPC, sent on with the session's credential
     GET  {root}/tasks[/rows]                 tasks of every agent and principal (filters, pages); rows only
@@ -20,6 +21,7 @@ open (development mode): everyone is let in, and every page says so.
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -44,6 +46,7 @@ from parley.server.cards import card_v03, card_v1
 from parley.server.http import EventStreamResponse, sse_frame
 from parley.server.urls import agent_url, base_url
 from parley.tasks.store import MAX_PAGE_SIZE, TaskQuery, decode_cursor, encode_cursor
+from parley.web import oidc
 from parley.web.card_check import check_v03, check_v1
 from parley.web.examples import examples
 from parley.web.feed import ChangeFeed
@@ -75,6 +78,7 @@ class Dashboard:
         self.home_path = self.settings.path
         self.rpc = rpc  # the server's JSON-RPC endpoint (the chat's requests go through it, as any client's)
         self.sessions = Sessions(self.settings)
+        self.oidc = oidc.client_of(self.settings) if runtime.security.jwt is not None else None
         self.feed = ChangeFeed(runtime.store)
         self.templates = environment()
 
@@ -85,6 +89,8 @@ class Dashboard:
             Route(f"{r}/login", self.login_page, methods=["GET"]),
             Route(f"{r}/login", self.login, methods=["POST"]),
             Route(f"{r}/logout", self.logout, methods=["POST"]),
+            Route(f"{r}/login/oidc", self.oidc_start, methods=["GET"]),
+            Route(f"{r}/login/oidc/callback", self.oidc_callback, methods=["GET"]),
             Route(f"{r}/agents/{{agent_id}}", self.agent_page, methods=["GET"]),
             Route(f"{r}/a2a/{{agent_id}}", self.chat_rpc, methods=["POST"]),
             Route(f"{r}/tasks", self.tasks_page, methods=["GET"]),
@@ -145,7 +151,7 @@ class Dashboard:
         session = viewer.session if viewer is not None else (self.sessions.read(request) or self.sessions.new())
         html = self.templates.get_template(template).render(
             root=self.root, home=self.home_path, viewer=viewer, csrf=session.csrf, csrf_header=CSRF_HEADER,
-            agents=self.runtime.agents, **context)
+            agents=self.runtime.agents, oidc=self.oidc is not None, **context)
         response = HTMLResponse(html, status_code=status, headers=_PAGE_HEADERS)
         self.sessions.write(response, session, secure=_https(request, self.runtime.settings))
         return response
@@ -160,8 +166,74 @@ class Dashboard:
     # --- login ------------------------------------------------------------------------------------
 
     async def login_page(self, request: Request) -> Response:
-        return self._page(request, None, "login.html", message=request.query_params.get("message"),
-                          next=_local_path(request.query_params.get("next"), self.home_path), error=None)
+        return self._login_page(request, message=request.query_params.get("message"),
+                                next=_local_path(request.query_params.get("next"), self.home_path))
+
+    def _login_page(self, request: Request, *, next: str, message: str | None = None, error: str | None = None,
+                    status: int = 200) -> Response:
+        return self._page(request, None, "login.html", status=status, message=message, next=next, error=error)
+
+    # --- login at the OIDC provider -----------------------------------------------------------------
+
+    def _callback_url(self, request: Request) -> str:
+        return f"{base_url(request, self.runtime.settings)}{self.root}/login/oidc/callback"
+
+    async def oidc_start(self, request: Request) -> Response:
+        """Send the browser to the provider, with the state, nonce and verifier sealed in a cookie."""
+        target = _local_path(request.query_params.get("next"), self.home_path)
+        if self.oidc is None or self.runtime.security.jwt is None:
+            return self._login_page(request, next=target, status=404, error="No OIDC login is configured here.")
+        try:
+            provider = await self.runtime.security.jwt.provider_document()
+            url, pending = oidc.start(self.oidc, provider, self._callback_url(request), target)
+        except (ValueError, oidc.OidcError) as exc:
+            return self._login_page(request, next=target, status=502, error=f"The OIDC login cannot start: {exc}")
+        response = RedirectResponse(url, status_code=303)
+        # Lax, not Strict: the provider's redirect back is a cross-site navigation, which must carry it
+        response.set_cookie(oidc.PENDING_COOKIE, self.sessions.seal(msgspec.json.encode(pending)),
+                            max_age=oidc.PENDING_SECONDS, path=f"{self.root}/login/oidc", httponly=True,
+                            samesite="lax", secure=_https(request, self.runtime.settings))
+        return response
+
+    async def oidc_callback(self, request: Request) -> Response:
+        """The provider's redirect back: check the state, redeem the code, keep the access token as the login."""
+        raw = self.sessions.unseal(request.cookies.get(oidc.PENDING_COOKIE), oidc.PENDING_SECONDS)
+        pending = msgspec.json.decode(raw, type=oidc.Pending) if raw else None
+        target = pending.next if pending is not None else self.home_path
+        q = request.query_params
+        problem = None
+        if self.oidc is None or self.runtime.security.jwt is None:
+            problem = "No OIDC login is configured here."
+        elif pending is None:
+            problem = "The login took too long or was started elsewhere; start it again."
+        elif not secrets.compare_digest(q.get("state") or "", pending.state):
+            problem = "The provider's answer does not belong to this login (state mismatch); start it again."
+        elif q.get("error"):
+            problem = f"The provider said no: {q.get('error_description') or q.get('error')}"
+        elif not q.get("code"):
+            problem = "The provider's answer has no code."
+        token = None
+        if problem is None:
+            try:
+                provider = await self.runtime.security.jwt.provider_document()
+                token = await oidc.redeem(self.oidc, provider, q["code"], pending, self._callback_url(request))
+            except (ValueError, oidc.OidcError) as exc:
+                problem = str(exc)
+        principal = await self._principal(token) if token else None
+        if problem is None and principal is None:
+            problem = "The provider's access token is not accepted by this server (issuer, audience or expiry)."
+        if problem is None and not self.runtime.security.is_admin(principal):
+            problem = f"{principal.name or principal.id} is valid, but not an admin: the dashboard needs the admin scope."
+        if problem is not None:
+            response = self._login_page(request, next=target, status=403, error=problem)
+        else:
+            # A page that moves on by itself: a new same-site navigation carries the SameSite=Strict session
+            # cookie, which the rest of this cross-site redirect chain would not.
+            response = HTMLResponse(self.templates.get_template("moving.html").render(root=self.root, target=target),
+                                    headers=_PAGE_HEADERS)
+            self.sessions.write(response, self.sessions.new(token), secure=_https(request, self.runtime.settings))
+        response.delete_cookie(oidc.PENDING_COOKIE, path=f"{self.root}/login/oidc")
+        return response
 
     async def login(self, request: Request) -> Response:
         form = await request.form()

@@ -90,6 +90,19 @@ class Sessions:
     def clear(response: Response, *, path: str = "/") -> None:
         response.delete_cookie(COOKIE, path=path)
 
+    def seal(self, data: bytes) -> str:
+        """`data` sealed with the session key (for other short-lived cookies, such as a login in progress)."""
+        return self._fernet.encrypt(data).decode()
+
+    def unseal(self, token: str | None, max_age: int) -> bytes | None:
+        """What `seal` sealed, if it is this key's and younger than `max_age` seconds; else None."""
+        if not token:
+            return None
+        try:
+            return self._fernet.decrypt(token.encode(), ttl=max_age)
+        except InvalidToken:
+            return None
+
 
 def csrf_problem(request: Request, session: Session | None, own_origins: set[str],
                  form_token: str | None = None) -> str | None:
