@@ -328,3 +328,33 @@ def test_the_screenshot_script_makes_a_picture_of_every_page(browser, tmp_path):
         assert head[:8] == b"\x89PNG\r\n\x1a\n"
         width = int.from_bytes(head[16:20], "big")
         assert width == (375 if name == "phone.png" else 1280)
+
+
+CONTRAST_JS = """() => {
+  const parse = (c) => { const m = c.match(/rgba?\\(([^)]+)\\)/); if (!m) return null;
+    const [r, g, b, a = 1] = m[1].split(/[ ,\\/]+/).filter(Boolean).map(Number); return [r, g, b, a]; };
+  const lum = ([r, g, b]) => { const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
+  const background = (el) => { for (let e = el; e; e = e.parentElement) {
+      const c = parse(getComputedStyle(e).backgroundColor); if (c && c[3] > 0) return c; } return [255, 255, 255, 1]; };
+  const low = [];
+  for (const el of document.querySelectorAll('body *')) {
+    const own = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+    if (!own || el.closest('.sr, .skip') || el.offsetParent === null) continue;
+    const style = getComputedStyle(el);
+    const fg = parse(style.color), bg = background(el);
+    const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+    const ratio = (a + 0.05) / (b + 0.05);
+    const large = parseFloat(style.fontSize) >= 24 || (parseFloat(style.fontSize) >= 18.66 && Number(style.fontWeight) >= 700);
+    if (ratio < (large ? 3 : 4.5)) low.push(`${el.tagName}.${el.className} ${ratio.toFixed(2)} "${el.textContent.trim().slice(0, 30)}"`);
+  }
+  return low;
+}"""
+
+
+@pytest.mark.parametrize("path", ["/", "/ui/agents/interviewer", "/ui/tasks", "/ui/keys", "/ui/login"])
+def test_text_has_enough_contrast(page, server, path):
+    """Every visible piece of text meets WCAG 2.1 AA contrast against its background (4.5:1, 3:1 for large
+    text), computed from the colours the browser actually renders."""
+    page.goto(server.url + path)
+    assert page.evaluate(CONTRAST_JS) == []
