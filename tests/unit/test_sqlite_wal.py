@@ -2,13 +2,13 @@
 
 Under steady writes a PASSIVE checkpoint never reaches the end of the WAL, so SQLite never starts it
 over and the file grows without bound (issue "bounded resources": 4 GB after 51,000 sends). Each
-checkpoint round therefore empties the WAL (TRUNCATE) once it passes its limit, or when the writer
-was idle for a round. The rounds are driven by hand here (the store's own thread waits an hour).
+checkpoint round therefore makes the WAL start over (RESTART, the file cut back to the limit) once it
+passes its limit, and empties it (TRUNCATE) when the writer was idle for a round. The rounds are driven
+by hand here (the store's own thread waits an hour).
 """
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 from parley.protocol import models as m
@@ -37,24 +37,25 @@ def wal_size(path: Path) -> int:
     return wal.stat().st_size if wal.exists() else 0
 
 
-async def test_a_wal_past_its_limit_is_emptied_and_nothing_is_lost(tmp_path: Path) -> None:
+async def test_a_wal_past_its_limit_starts_over_is_emptied_when_idle_and_nothing_is_lost(tmp_path: Path) -> None:
     path = tmp_path / "t.db"
     store = SqliteTaskStore(path, wal_checkpoint_seconds=3600, wal_limit_bytes=LIMIT)
     checkpointer = store._checkpointer
     assert checkpointer is not None
-    side = sqlite3.connect(path, isolation_level=None)
+    side = checkpointer.connect()
     try:
         checkpointer.round(side)  # the first round only learns the writer's version
         await write(store, 0, 100)  # writes the checkpoints did not keep up with
         assert wal_size(path) > LIMIT
-        checkpointer.round(side)  # past the limit: emptied although the writer is busy
-        assert (wal_size(path), checkpointer.truncations) == (0, 1)
-        await write(store, 100, 10)
+        checkpointer.round(side)  # past the limit: started over although the writer is busy ...
+        assert (checkpointer.restarts, checkpointer.truncations) == (1, 0)
+        await write(store, 100, 10)  # ... so these are written from the WAL's start, the file cut to the limit
+        assert 0 < wal_size(path) <= LIMIT
         checkpointer.round(side)  # the writer wrote and the WAL is below its limit: left as it is ...
         assert 0 < wal_size(path) <= LIMIT
-        assert checkpointer.truncations == 1
+        assert (checkpointer.restarts, checkpointer.truncations) == (1, 0)
         checkpointer.round(side)  # ... until a round finds the writer idle: then the WAL is emptied
-        assert (wal_size(path), checkpointer.truncations) == (0, 2)
+        assert (wal_size(path), checkpointer.restarts, checkpointer.truncations) == (0, 1, 1)
     finally:
         side.close()
         await store.close()
