@@ -240,7 +240,7 @@ class SqliteTaskStore(TaskStore):
 
     exclusive = True
 
-    def __init__(self, path: str | Path, *, wal_checkpoint_seconds: float = 0.25,
+    def __init__(self, path: str | Path, *, wal_checkpoint_seconds: float = 0.05,
                  wal_limit_bytes: int = WAL_LIMIT_BYTES) -> None:
         self.path = str(path)
         self._lock: ProcessLock | None = None
