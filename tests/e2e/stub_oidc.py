@@ -3,7 +3,7 @@ service we cannot run here, so this one speaks the same HTTP interface (discover
 endpoint, the token endpoint with PKCE S256 and client_secret_basic) on a real port of 127.0.0.1.
 
 The authorization endpoint approves at once, as the user `next_user` names (the test sets it), and remembers
-what it was asked, so tests can check the client sent a state, a nonce and an S256 challenge.
+what it was asked, so tests can check the client sent a state and an S256 challenge.
 """
 
 from __future__ import annotations

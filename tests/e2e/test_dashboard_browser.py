@@ -358,3 +358,34 @@ def test_text_has_enough_contrast(page, server, path):
     text), computed from the colours the browser actually renders."""
     page.goto(server.url + path)
     assert page.evaluate(CONTRAST_JS) == []
+
+
+def reached_login(page) -> bool:
+    """Whether the page arrives at the login page within a second."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_url("**/ui/login**", timeout=1000)
+    except PlaywrightTimeout:
+        return False
+    return True
+
+
+def test_an_open_live_table_closes_when_its_login_is_revoked(browser, server):  # noqa: F811
+    """The live table re-checks its login while it streams: once the key it logged in with is revoked, the
+    page goes back to the login page instead of showing more task ids (docs/dashboard.md, "Logging in")."""
+    admin = {"X-API-Key": ADMIN_KEY}
+    made = httpx.post(f"{server.url}/admin/keys", headers=admin,
+                      json={"agent": "*", "name": "short-lived admin", "scopes": ["admin", "a2a"]}).json()
+    context = browser.new_context()
+    page = context.new_page()
+    login(page, server.url, made["token"])
+    page.goto(f"{server.url}/ui/tasks")
+    page.wait_for_selector("[data-testid=live-status] >> text=updates appear")
+    assert httpx.delete(f"{server.url}/admin/keys/{made['key']['id']}", headers=admin).status_code == 200
+    for _ in range(30):  # each task is a change; the stream re-checks the login at most every 5 s
+        send(f"{server.url}/a2a/echo", "a change to see")
+        if reached_login(page):
+            break
+    assert "/ui/login" in page.url
+    context.close()

@@ -64,7 +64,7 @@ def page(browser, server):  # noqa: F811
 
 def test_an_admin_logs_in_at_the_provider_and_lands_where_they_were_going(page, server, provider):
     """From the login page, "Log in with your identity provider" goes to the provider and back; the admin
-    lands on the page they first asked for. The client sent a state, a nonce and an S256 challenge, and
+    lands on the page they first asked for. The client sent a state and an S256 challenge, and
     redeemed the code with its verifier and its secret."""
     provider.next_user = {"sub": "ops-admin", "scope": "openid admin a2a"}
     page.goto(f"{server.url}/ui/tasks")
@@ -74,7 +74,7 @@ def test_an_admin_logs_in_at_the_provider_and_lands_where_they_were_going(page, 
     assert page.get_by_role("heading", name="Tasks").count() == 1
     assert "ops-admin" in page.locator("header .who").inner_text()
     asked = provider.authorize_requests[-1]
-    assert asked["code_challenge_method"] == "S256" and asked["state"] and asked["nonce"]
+    assert asked["code_challenge_method"] == "S256" and asked["state"] and asked["code_challenge"]
     assert asked["redirect_uri"] == f"{server.url}/ui/login/oidc/callback"
     assert provider.token_requests[-1]["code_verifier"]
 
@@ -104,3 +104,17 @@ def test_an_answer_with_another_state_or_no_login_in_progress_is_refused(server,
         stray = fresh.get("/ui/login/oidc/callback", params={"code": "stolen", "state": "guessed"})
         assert stray.status_code == 403 and "start it again" in stray.text
     assert len(provider.token_requests) == redeemed
+
+
+def test_a_login_never_ends_on_another_site(server, provider):
+    """A `next` that a browser would turn into another site (`/<tab>/evil.example` becomes `//evil.example`
+    once the tab is dropped) is replaced by the dashboard's home: the page after the provider's login
+    points only at this server."""
+    provider.next_user = {"sub": "ops-admin", "scope": "openid admin a2a"}
+    with httpx.Client(base_url=server.url, timeout=WAIT) as http:
+        started = http.get("/ui/login/oidc", params={"next": "/\t/evil.example"})
+        back = http.get(started.headers["location"])  # the provider approves and sends the browser back
+        assert back.status_code == 302 and back.headers["location"].startswith(f"{server.url}/ui/login/oidc/callback")
+        landed = http.get(back.headers["location"])
+        assert landed.status_code == 200
+        assert 'content="0;url=/"' in landed.text and "evil" not in landed.text

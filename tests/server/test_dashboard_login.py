@@ -72,7 +72,8 @@ async def test_login_redirects_only_within_the_server(http: httpx.AsyncClient) -
     """`next` pointing elsewhere (another host, `//host`) lands on the dashboard's home instead: no open
     redirect."""
     async with http:
-        for target in ("https://evil.example/", "//evil.example/x", "/\\evil.example"):
+        for target in ("https://evil.example/", "//evil.example/x", "/\\evil.example", "/\t/evil.example",
+                       "/\n/evil.example", "/ /evil.example"):
             csrf = await csrf_of(http, "/ui/login")
             done = await http.post("/ui/login", data={"credential": token("admin"), "csrf": csrf, "next": target})
             assert done.status_code == 303 and done.headers["location"] == "/"

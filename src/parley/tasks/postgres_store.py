@@ -177,7 +177,11 @@ _SCHEMA_2 = f"""
 CREATE INDEX tasks_finished ON tasks (updated_at) WHERE state IN {TERMINAL_SQL};
 CREATE INDEX message_ids_by_task ON message_ids (task_id);
 """
-MIGRATIONS = [_SCHEMA_1, _SCHEMA_2]
+# Schema 3: tasks by update across agents and principals (the dashboard's task table).
+_SCHEMA_3 = """
+CREATE INDEX tasks_by_update ON tasks (updated_at DESC, id DESC);
+"""
+MIGRATIONS = [_SCHEMA_1, _SCHEMA_2, _SCHEMA_3]
 
 _RECORD = "agent_id, owner, snapshot, seq, created_at, updated_at, parent_task_id"
 _NOTIFICATION = ("o.id, o.task_id, o.config_id, o.seq, o.kind, o.created_at, o.attempts, o.next_at, o.state, "
@@ -372,7 +376,7 @@ class PostgresTaskStore(PostgresTables, TaskStore):
             page_cond += f" AND (updated_at, id) < (${a}, ${b})"
         page_args.append(query.page_size + 1)
         async with self.pool.acquire() as conn:
-            total = await conn.fetchval(f"SELECT count(*) FROM tasks WHERE {cond}", *args)
+            total = await conn.fetchval(f"SELECT count(*) FROM tasks WHERE {cond}", *args) if query.count else -1
             rows = await conn.fetch(
                 f"SELECT {_RECORD} FROM tasks WHERE {page_cond} ORDER BY updated_at DESC, id DESC "
                 f"LIMIT ${len(page_args)}", *page_args)

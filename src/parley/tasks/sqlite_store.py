@@ -57,7 +57,8 @@ from parley.tasks.store import (
     check_commit,
 )
 
-SCHEMA_VERSION = 4  # 4: the indexes retention reads (finished tasks by age, idempotency keys by task)
+SCHEMA_VERSION = 5  # 4: the indexes retention reads (finished tasks by age, idempotency keys by task)
+# 5: tasks by update across agents and principals (the dashboard's task table)
 _UNFINISHED_SQL = f"('{m.TaskState.SUBMITTED.value}', '{m.TaskState.WORKING.value}')"  # what recovery takes over
 _MESSAGE_IDS = """(
     agent_id TEXT NOT NULL,
@@ -127,6 +128,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     lease_expires REAL
 );
 CREATE INDEX IF NOT EXISTS tasks_by_owner ON tasks (agent_id, owner, updated_at DESC, id DESC);
+CREATE INDEX IF NOT EXISTS tasks_by_update ON tasks (updated_at DESC, id DESC);
 -- Finished tasks by age, for retention: a task enters it once, when it finishes (commits of running
 -- tasks do not touch it).
 CREATE INDEX IF NOT EXISTS tasks_finished ON tasks (updated_at) WHERE state IN {TERMINAL_SQL};
@@ -255,6 +257,8 @@ class SqliteTaskStore(TaskStore):
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=5000")
             self._migrate()
+            # tasks with push configs (one process per file: this set is exact, or larger after a delete)
+            self._pushed = {row[0] for row in self._db.execute("SELECT DISTINCT task_id FROM push_configs")}
         except BaseException:
             if self._lock is not None:
                 self._lock.release()
@@ -402,6 +406,7 @@ class SqliteTaskStore(TaskStore):
         if c.push_configs:  # before the entries: the outbox trigger reads them
             db.executemany("INSERT OR REPLACE INTO push_configs VALUES (?,?,?,?,?,?,?)",
                            [_push_row(p) for p in c.push_configs])
+            self._pushed.add(c.task_id)
         db.executemany("INSERT INTO events VALUES (?,?,?,?)", rows)
         if c.checkpoint is not None:
             db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?,?)", (c.task_id, _enc.encode(c.checkpoint)))
@@ -458,7 +463,7 @@ class SqliteTaskStore(TaskStore):
             where.append("status_ts>=?")
             args.append(query.status_after)
         cond = " AND ".join(where)
-        total = self._db.execute(f"SELECT COUNT(*) FROM tasks WHERE {cond}", args).fetchone()[0]
+        total = self._db.execute(f"SELECT COUNT(*) FROM tasks WHERE {cond}", args).fetchone()[0] if query.count else -1
         page_args = list(args)
         if query.cursor is not None:
             cond += " AND (updated_at < ? OR (updated_at = ? AND id < ?))"
@@ -582,10 +587,14 @@ class SqliteTaskStore(TaskStore):
 
     # --- push configs and the outbox --------------------------------------------------------------
 
+    def may_notify(self, task_id: str) -> bool:
+        return task_id in self._pushed
+
     async def put_push_config(self, config: m.TaskPushNotificationConfig | StoredPushConfig) -> None:
         stored = config if isinstance(config, StoredPushConfig) else StoredPushConfig(config)
         with self._db:
             self._db.execute("INSERT OR REPLACE INTO push_configs VALUES (?,?,?,?,?,?,?)", _push_row(stored))
+        self._pushed.add(stored.config.task_id)
 
     async def get_push_config(self, task_id: str, config_id: str) -> m.TaskPushNotificationConfig | None:
         row = self._db.execute(

@@ -227,6 +227,7 @@ class TaskQuery:
     status_after: str | None = None
     page_size: int = DEFAULT_PAGE_SIZE
     cursor: tuple[float, str] | None = None
+    count: bool = True  # False: `total` is not computed (-1), a COUNT over every matching task saved
 
 
 @dataclass(slots=True)
@@ -405,6 +406,12 @@ class TaskStore(ABC):
         and change-feed rows older than CHANGES_KEPT_SECONDS. Returns how many tasks were removed (call again
         while it returns `limit`)."""
 
+    def may_notify(self, task_id: str) -> bool:
+        """Whether a commit to `task_id` can queue push notifications (the task has a config), as far as this
+        process can tell: the push dispatcher is only woken for those. True when unsure (a store other
+        processes write: their configs are found by the dispatcher's polling)."""
+        return True
+
     async def ping(self) -> None:
         """Raise if the store cannot be used now (for /readyz): one read."""
         await self.get("")
@@ -496,7 +503,7 @@ def page_of(records: list[TaskRecord], query: TaskQuery) -> TaskPage:
     """Sort, filter and cut a page from an in-memory list of records."""
     rows = [r for r in records if matches(r, query)]
     rows.sort(key=lambda r: (r.updated_at, r.task.id), reverse=True)
-    total = len(rows)
+    total = len(rows) if query.count else -1
     if query.cursor is not None:
         rows = [r for r in rows if (r.updated_at, r.task.id) < query.cursor]
     page = rows[: query.page_size]

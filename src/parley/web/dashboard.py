@@ -21,12 +21,13 @@ open (development mode): everyone is let in, and every page says so.
 
 from __future__ import annotations
 
+import ipaddress
 import secrets
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 import msgspec
 from starlette.requests import Request
@@ -49,12 +50,14 @@ from parley.tasks.store import MAX_PAGE_SIZE, TaskQuery, decode_cursor, encode_c
 from parley.web import oidc
 from parley.web.card_check import check_v03, check_v1
 from parley.web.examples import examples
-from parley.web.feed import ChangeFeed
-from parley.web.render import STATIC, environment, state_label
+from parley.web.feed import IDLE, ChangeFeed
+from parley.web.render import STATIC, environment, pretty_json, state_label
 from parley.web.session import CSRF_HEADER, Session, Sessions, csrf_problem
 
 PAGE_SIZE = 25
+SESSION_RECHECK_SECONDS = 5.0  # an open live stream authenticates its login again this often
 LOG_LIMIT = 500  # log entries shown on a task page (the rest: through the API)
+LOG_JSON_CHARS = 20_000  # of each entry's JSON (a huge artifact chunk is cut, the page stays small)
 STATES = list(m.TaskState)
 TTL_CHOICES = {"": None, "1d": 86400, "7d": 7 * 86400, "30d": 30 * 86400, "90d": 90 * 86400, "365d": 365 * 86400}
 
@@ -115,6 +118,9 @@ class Dashboard:
         session = self.sessions.read(request)
         authenticator = self.runtime.security.authenticator
         if not await authenticator.secured():
+            if not (self.runtime.settings.insecure or self.runtime.settings.public_url or _loopback_host(request)):
+                return JSONResponse({"error": "This server is open (no credentials configured): its dashboard "
+                                              "answers only loopback host names (DNS rebinding)"}, status_code=403)
             return Viewer(ANONYMOUS, session or self.sessions.new(), True)
         if session is None or not session.credential:
             return self._to_login(request)
@@ -179,7 +185,7 @@ class Dashboard:
         return f"{base_url(request, self.runtime.settings)}{self.root}/login/oidc/callback"
 
     async def oidc_start(self, request: Request) -> Response:
-        """Send the browser to the provider, with the state, nonce and verifier sealed in a cookie."""
+        """Send the browser to the provider, with the state and verifier sealed in a cookie."""
         target = _local_path(request.query_params.get("next"), self.home_path)
         if self.oidc is None or self.runtime.security.jwt is None:
             return self._login_page(request, next=target, status=404, error="No OIDC login is configured here.")
@@ -198,7 +204,10 @@ class Dashboard:
     async def oidc_callback(self, request: Request) -> Response:
         """The provider's redirect back: check the state, redeem the code, keep the access token as the login."""
         raw = self.sessions.unseal(request.cookies.get(oidc.PENDING_COOKIE), oidc.PENDING_SECONDS)
-        pending = msgspec.json.decode(raw, type=oidc.Pending) if raw else None
+        try:
+            pending = msgspec.json.decode(raw, type=oidc.Pending) if raw else None
+        except msgspec.DecodeError:  # sealed by an older Parley: start again
+            pending = None
         target = pending.next if pending is not None else self.home_path
         q = request.query_params
         problem = None
@@ -338,7 +347,10 @@ class Dashboard:
             raise InvalidParamsError(f"size must be between 1 and {MAX_PAGE_SIZE}")
         cursor = decode_cursor(filters["page"]) if filters["page"] else None
         query = TaskQuery(agent_id=filters["agent"] or None, owner=filters["principal"] or None,
-                          context_id=filters["context"] or None, state=state, page_size=int(size), cursor=cursor)
+                          context_id=filters["context"] or None, state=state, page_size=int(size), cursor=cursor,
+                          count=False)  # a COUNT over every task at each live refresh would cost the server
+        if size != str(PAGE_SIZE):
+            filters["size"] = size
         return query, filters
 
     async def _rows(self, request: Request) -> tuple[dict[str, Any], dict[str, str]]:
@@ -351,7 +363,7 @@ class Dashboard:
                 for r in page.records]
         nxt = encode_cursor(page.next_cursor)
         next_query = urlencode({**{k: v for k, v in filters.items() if v and k != "page"}, "page": nxt}) if nxt else ""
-        return {"rows": rows, "total": page.total, "next": next_query}, filters
+        return {"rows": rows, "next": next_query, "first": not filters["page"]}, filters
 
     async def tasks_page(self, request: Request) -> Response:
         viewer = await self.viewer(request)
@@ -399,7 +411,7 @@ class Dashboard:
         timeline = [row for row in log if row["state"]]
         return self._page(request, viewer, "task.html", rec=rec, task=rec.task, log=log, timeline=timeline,
                           more=len(entries) == LOG_LIMIT and rec.seq > LOG_LIMIT, tree=tree, push=push,
-                          settled=_settled(rec.task), parts=_parts, task_json=to_wire(rec.task))
+                          settled=_settled(rec.task), parts=_parts)
 
     async def task_file(self, request: Request) -> Response:
         viewer = await self.viewer(request)
@@ -411,9 +423,9 @@ class Dashboard:
         if not (0 <= a < len(artifacts) and 0 <= p < len(artifacts[a].parts)) or artifacts[a].parts[p].raw is None:
             return JSONResponse({"error": "no such file part"}, status_code=404)
         part = artifacts[a].parts[p]
-        name = (part.filename or f"{artifacts[a].artifact_id}-{p}").replace('"', "").replace("\\", "")
+        name = part.filename or f"{artifacts[a].artifact_id}-{p}"
         return Response(part.raw, media_type="application/octet-stream",
-                        headers={"Content-Disposition": f'attachment; filename="{name}"',
+                        headers={"Content-Disposition": _attachment(name),
                                  "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"})
 
     async def cancel_task(self, request: Request) -> Response:
@@ -440,9 +452,24 @@ class Dashboard:
         if isinstance(viewer, Response):
             return viewer
 
+        credential = viewer.session.credential
+        keepalive = self.runtime.settings.keepalive_seconds
+
         async def frames() -> AsyncIterator[bytes]:
             yield b": connected\n\n"
-            async for change in self.feed.listen():
+            checked = time.monotonic()
+            async for change in self.feed.listen(idle=keepalive):
+                if self.runtime.draining:
+                    return  # the server is stopping: the browser reconnects to another replica, or later
+                if credential and time.monotonic() - checked >= SESSION_RECHECK_SECONDS:
+                    checked = time.monotonic()
+                    principal = await self._principal(credential)
+                    if principal is None or not self.runtime.security.is_admin(principal):
+                        yield sse_frame(b"{}", event="logout")  # revoked, expired: no more task ids for it
+                        return
+                if change is IDLE:
+                    yield b": keep-alive\n\n"
+                    continue
                 if change is None:
                     yield sse_frame(b"{}", event="reload")
                     continue
@@ -451,7 +478,7 @@ class Dashboard:
                                             "seq": change.seq})
                 yield sse_frame(body, event_id=change.position, event="change")
 
-        return EventStreamResponse(frames(), headers={"Cache-Control": "no-store"})
+        return EventStreamResponse(frames(), headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
     # --- keys -------------------------------------------------------------------------------------
 
@@ -545,13 +572,36 @@ def _credential_header(credential: str) -> tuple[str, str]:
     return "x-api-key", credential
 
 
+def _loopback_host(request: Request) -> bool:
+    """Whether the request's Host names this machine's loopback: `localhost`, or a loopback address literal
+    (a DNS name that resolves to one, as in DNS rebinding, does not count)."""
+    host = request.headers.get("host") or ""
+    name = host[1:host.find("]")] if host.startswith("[") else host.rsplit(":", 1)[0]
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _attachment(name: str) -> str:
+    """Content-Disposition for a download named `name` (any characters): an ASCII fallback and the
+    UTF-8 name (RFC 6266, RFC 5987)."""
+    plain = "".join(c if 0x20 <= ord(c) < 0x7F and c not in '"\\' else "_" for c in name) or "download"
+    return f"attachment; filename=\"{plain}\"; filename*=UTF-8''{quote(name, safe='')}"
+
+
 def _https(request: Request, settings: Any) -> bool:
     return base_url(request, settings).startswith("https://")
 
 
 def _local_path(target: str | None, default: str) -> str:
-    """`target` if it is a path on this server (no scheme, no host, no `//`), else `default` (no open redirect)."""
-    if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
+    """`target` if it is a path on this server, else `default` (no open redirect): it must start with one
+    `/`, and hold no backslash, whitespace or control character (browsers drop tabs and newlines from URLs,
+    so `/\t/evil.example` would become `//evil.example`)."""
+    if (not target or not target.startswith("/") or target.startswith("//") or "\\" in target
+            or any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in target)):
         return default
     return target
 
@@ -582,7 +632,9 @@ def _log_row(entry: Any) -> dict[str, Any]:
         summary = f"{ev.artifact.name or ev.artifact.artifact_id}: " + " ".join(
             p.text for p in ev.artifact.parts if p.text is not None)[:200]
     timestamp = ev.status.timestamp if isinstance(ev, m.Task | m.TaskStatusUpdateEvent) else None
-    body = to_wire(ev)
+    body = pretty_json(to_wire(ev))
+    if len(body) > LOG_JSON_CHARS:
+        body = body[:LOG_JSON_CHARS] + f"\n… ({len(body) - LOG_JSON_CHARS:,} more characters: GetTask has all of it)"
     return {"seq": entry.seq, "kind": entry.kind, "state": state, "summary": summary, "at": timestamp,
             "json": body}
 

@@ -20,6 +20,7 @@ POLL_SECONDS = 0.5
 PAGE = 1000
 QUEUE = 256
 OVERFLOW = None  # put in a listener's queue when it fell behind: reload everything
+IDLE = "idle"  # yielded when nothing changed for `idle` seconds (the listener's cue for a keep-alive)
 
 
 class ChangeFeed:
@@ -33,8 +34,9 @@ class ChangeFeed:
         self._position: int | None = None
         self._starting = asyncio.Lock()  # one head lookup at a time: two could otherwise move the position back
 
-    async def listen(self) -> AsyncIterator[Change | None]:
-        """Changes committed from now on, in feed order; None when some were missed (reload)."""
+    async def listen(self, idle: float | None = None) -> AsyncIterator[Change | str | None]:
+        """Changes committed from now on, in feed order; None when some were missed (reload); IDLE after
+        `idle` quiet seconds."""
         queue: asyncio.Queue[Change | None] = asyncio.Queue(QUEUE)
         async with self._starting:
             if self._position is None:
@@ -44,7 +46,10 @@ class ChangeFeed:
             self._task = asyncio.create_task(self._poll(), name="parley-dashboard-feed")
         try:
             while True:
-                yield await queue.get()
+                try:
+                    yield await asyncio.wait_for(queue.get(), idle)
+                except TimeoutError:
+                    yield IDLE
         finally:
             self._listeners.discard(queue)
 
@@ -91,4 +96,4 @@ def _offer(queue: asyncio.Queue[Change | None], change: Change) -> None:
         queue.put_nowait(OVERFLOW)
 
 
-__all__ = ["ChangeFeed"]
+__all__ = ["IDLE", "ChangeFeed"]

@@ -2,7 +2,8 @@
 PKCE (RFC 6749 section 4.1, RFC 7636 S256, OpenID Connect Core 1.0 section 3.1).
 
 The browser is sent to the provider's `authorization_endpoint` (from `auth.jwt.oidc_discovery_url`) with a
-fresh `state`, `nonce` and code challenge, kept in a short-lived sealed cookie of their own. The provider
+fresh `state` and code challenge, kept in a short-lived sealed cookie of their own. No `nonce` is sent: no
+ID token is used (the nonce binds an ID token to its login; the access token is what is kept). The provider
 sends it back to `{root}/login/oidc/callback` with a code; Parley checks the state, redeems the code at the
 `token_endpoint` with the verifier (and the client secret, for a confidential client) and keeps the
 **access token** as the session's credential: it is the token the server's JwtVerifier accepts for A2A
@@ -39,7 +40,6 @@ class Pending(msgspec.Struct, array_like=True):
 
     state: str
     verifier: str
-    nonce: str
     next: str
 
 
@@ -66,9 +66,9 @@ def start(client: OidcClient, provider: dict[str, Any], redirect_uri: str, next_
     endpoint = provider.get("authorization_endpoint")
     if not isinstance(endpoint, str) or not endpoint.startswith(("https://", "http://")):
         raise OidcError("the provider's discovery document has no authorization_endpoint")
-    pending = Pending(secrets.token_urlsafe(24), secrets.token_urlsafe(48), secrets.token_urlsafe(16), next_path)
+    pending = Pending(secrets.token_urlsafe(24), secrets.token_urlsafe(48), next_path)
     query = {"response_type": "code", "client_id": client.client_id, "redirect_uri": redirect_uri,
-             "scope": " ".join(client.scopes), "state": pending.state, "nonce": pending.nonce,
+             "scope": " ".join(client.scopes), "state": pending.state,
              "code_challenge": challenge(pending.verifier), "code_challenge_method": "S256"}
     return f"{endpoint}{'&' if '?' in endpoint else '?'}{urlencode(query)}", pending
 

@@ -3,8 +3,9 @@
 The cookie is a Fernet token (AES-CBC + HMAC, from `cryptography`: sealed and authenticated, never
 readable or forgeable by the browser) over {credential, csrf, expiry}. The credential itself is kept,
 not a verdict about it, so every request is authenticated again: a revoked or expired key logs its
-dashboard sessions out at once, on every replica. The cookie is HttpOnly, SameSite=Strict, and
-Secure when the dashboard is reached over HTTPS.
+dashboard sessions out at once, on every replica. The cookie is HttpOnly, SameSite=Lax (a link from
+elsewhere opens the dashboard logged in; no GET changes anything, and every POST needs the CSRF token),
+and Secure when the dashboard is reached over HTTPS.
 
 Every state-changing request must carry the session's CSRF token (the `X-CSRF-Token` header, or the
 `csrf` form field) and, when the browser sends one, an `Origin` of this server: a page elsewhere can
@@ -84,7 +85,7 @@ class Sessions:
         token = self._fernet.encrypt(msgspec.json.encode(_Sealed(session.credential, session.csrf,
                                                                  session.expires_at))).decode()
         response.set_cookie(COOKIE, token, max_age=max(1, int(session.expires_at - time.time())), path=path,
-                            httponly=True, samesite="strict", secure=secure)
+                            httponly=True, samesite="lax", secure=secure)
 
     @staticmethod
     def clear(response: Response, *, path: str = "/") -> None:

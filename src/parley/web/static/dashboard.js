@@ -33,16 +33,28 @@ function liveTable() {
   const table = document.querySelector("table.tasks[data-events]");
   if (!table) return;
   const status = document.querySelector('[data-testid="live-status"]');
+  let inFlight = null;
   const refresh = debounce(async () => {
-    const response = await fetch(table.dataset.rows + location.search, { headers: { Accept: "text/html" } });
-    if (!response.ok) return;
-    table.querySelector("tbody").outerHTML = await response.text();
-  }, 200);
+    if (inFlight) return inFlight.then(refresh);  // one fetch at a time; the last change still shows
+    inFlight = (async () => {
+      const response = await fetch(table.dataset.rows + location.search, { headers: { Accept: "text/html" } });
+      if (response.redirected || response.status === 401) { location.reload(); return; }  // the login ended
+      if (!response.ok) return;
+      table.querySelector("tbody").outerHTML = await response.text();
+    })().finally(() => { inFlight = null; });
+    return inFlight;
+  }, 300);
   const source = new EventSource(table.dataset.events);
-  source.addEventListener("open", () => { status.textContent = "Live: updates appear as they happen."; });
-  source.addEventListener("error", () => { status.textContent = "Live: reconnecting…"; });
+  let lost = false;
+  source.addEventListener("open", () => {
+    status.textContent = "Live: updates appear as they happen.";
+    if (lost) refresh();  // changes made while the connection was down
+    lost = false;
+  });
+  source.addEventListener("error", () => { status.textContent = "Live: reconnecting…"; lost = true; });
   source.addEventListener("change", refresh);
   source.addEventListener("reload", refresh);
+  source.addEventListener("logout", () => { source.close(); location.reload(); });
 }
 
 function liveTask() {
@@ -53,6 +65,8 @@ function liveTask() {
   source.addEventListener("change", (event) => {
     if (JSON.parse(event.data).taskId === facts.dataset.taskPage) reload();
   });
+  source.addEventListener("reload", reload);
+  source.addEventListener("logout", () => { source.close(); location.reload(); });
 }
 
 // --- chat ------------------------------------------------------------------------------------------
@@ -174,14 +188,23 @@ class Chat {
         if (!block.trim()) continue;
         this.frame("in", block);
         const data = block.split(/\r?\n/).filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trimStart()).join("\n");
-        if (data) this.apply(JSON.parse(data), answer, artifacts);
+        if (!data) continue;
+        let envelope;
+        try {
+          envelope = JSON.parse(data);
+        } catch {
+          await reader.cancel();
+          throw new Error(`a frame that is not JSON: ${data.slice(0, 80)}`);
+        }
+        this.apply(envelope, answer, artifacts);
       }
     }
   }
 
   apply(envelope, answer, artifacts) {
-    if (envelope.error) {
-      answer.textContent = `Error ${envelope.error.code}: ${envelope.error.message}`;
+    if (envelope.error) {  // a JSON-RPC error, or the dashboard's own {"error": "..."} (login ended, CSRF)
+      const e = envelope.error;
+      answer.textContent = typeof e === "string" ? `Error: ${e}` : `Error ${e.code}: ${e.message}`;
       answer.classList.add("error");
       return;
     }
