@@ -517,6 +517,27 @@ async def test_outbox_rows_come_with_the_commit_that_appends_status_entries(stor
     assert [c.id for c in await store.list_push_configs("t1")] == ["a", "b"]
 
 
+async def test_may_notify_names_the_tasks_with_webhooks(store: TaskStore) -> None:
+    """A commit of a task with a webhook may queue notifications (the push dispatcher is woken for it); on a
+    store only this process writes, a task without one may not (its commits never wake the dispatcher)."""
+    await put(store, new_task("t1"))
+    await put(store, new_task("t2"))
+    await put(store, new_task("t3"))
+    await store.put_push_config(hook("a", task_id="t1"))
+    await advance(store, "t2", status(S.WORKING), push_configs=[hook("b", task_id="t2")])
+    assert store.may_notify("t1") and store.may_notify("t2")
+    if store.exclusive:
+        assert not store.may_notify("t3")
+    if isinstance(store, SqliteTaskStore):  # remembered across a restart
+        path = store.path
+        await store.close()
+        reopened = SqliteTaskStore(path)
+        try:
+            assert reopened.may_notify("t1") and reopened.may_notify("t2") and not reopened.may_notify("t3")
+        finally:
+            await reopened.close()
+
+
 async def test_a_refused_commit_enqueues_nothing(store: TaskStore) -> None:
     await put(store, new_task())
     await store.put_push_config(hook("a"))
@@ -751,7 +772,7 @@ async def test_an_older_sqlite_schema_is_migrated(tmp_path: Path) -> None:
     finally:
         await store.close()
     version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
-    assert version == SCHEMA_VERSION == 4
+    assert version == SCHEMA_VERSION == 5
 
 
 async def test_a_newer_sqlite_schema_is_refused_in_one_line(tmp_path: Path) -> None:

@@ -46,8 +46,9 @@ class Push:
                                          webhook_secret=webhook_secret)
 
     def on_commit(self, record: TaskRecord, entries: list[Entry]) -> None:
-        """An engine listener: entries that may have queued notifications wake the dispatcher."""
-        if any(e.kind in ("status", "artifact") for e in entries):
+        """An engine listener: entries that may have queued notifications wake the dispatcher (not those of
+        tasks without a webhook: most tasks, whose commits would each cost two outbox reads)."""
+        if any(e.kind in ("status", "artifact") for e in entries) and self.dispatcher.store.may_notify(record.task.id):
             self.dispatcher.wake()
 
     async def open(self) -> None:

@@ -225,6 +225,9 @@ class MemoryTaskStore(TaskStore):
         start = max(position - self._changes_base, 0)
         return self._changes[start: start + limit]
 
+    def may_notify(self, task_id: str) -> bool:
+        return bool(self._push.get(task_id))
+
     async def put_push_config(self, config: m.TaskPushNotificationConfig | StoredPushConfig) -> None:
         stored = config if isinstance(config, StoredPushConfig) else StoredPushConfig(config)
         self._push.setdefault(stored.config.task_id, {})[stored.config.id] = stored
