@@ -772,7 +772,7 @@ async def test_an_older_sqlite_schema_is_migrated(tmp_path: Path) -> None:
     finally:
         await store.close()
     version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
-    assert version == SCHEMA_VERSION == 5
+    assert version == SCHEMA_VERSION == 4
 
 
 async def test_a_newer_sqlite_schema_is_refused_in_one_line(tmp_path: Path) -> None:
@@ -839,3 +839,25 @@ async def test_list_across_agents_and_principals(store: TaskStore) -> None:
                 break
             assert decode_cursor(encode_cursor(cursor)) == cursor  # the page token the dashboard puts in its links
         assert seen == expected, (agent, owner, size)
+
+
+async def test_list_newest_created_first_pages_by_id_and_counts_on_demand(store: TaskStore) -> None:
+    """The dashboard's order: newest task first by its id (Parley's ids are UUIDv7, so the order of creation),
+    whatever each task's last update; pages follow each other by id; `count=False` skips the total (-1)."""
+    from parley.tasks.store import TaskQuery
+
+    made = [("01-a", "echo", 50.0), ("02-b", "interviewer", 10.0), ("03-c", "echo", 40.0), ("04-d", "echo", 20.0),
+            ("05-e", "interviewer", 30.0)]
+    for task_id, agent, updated in made:
+        await put(store, new_task(task_id), agent=agent, updated=updated)
+    page = await store.list(TaskQuery(agent_id=None, owner=None, order="created", count=False))
+    assert [r.task.id for r in page.records] == ["05-e", "04-d", "03-c", "02-b", "01-a"] and page.total == -1
+    seen, cursor = [], None
+    for _ in range(4):
+        page = await store.list(TaskQuery(agent_id="echo", owner=None, order="created", page_size=2, cursor=cursor))
+        seen.extend(r.task.id for r in page.records)
+        assert page.total == 3
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert seen == ["04-d", "03-c", "01-a"]

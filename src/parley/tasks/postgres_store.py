@@ -177,11 +177,7 @@ _SCHEMA_2 = f"""
 CREATE INDEX tasks_finished ON tasks (updated_at) WHERE state IN {TERMINAL_SQL};
 CREATE INDEX message_ids_by_task ON message_ids (task_id);
 """
-# Schema 3: tasks by update across agents and principals (the dashboard's task table).
-_SCHEMA_3 = """
-CREATE INDEX tasks_by_update ON tasks (updated_at DESC, id DESC);
-"""
-MIGRATIONS = [_SCHEMA_1, _SCHEMA_2, _SCHEMA_3]
+MIGRATIONS = [_SCHEMA_1, _SCHEMA_2]
 
 _RECORD = "agent_id, owner, snapshot, seq, created_at, updated_at, parent_task_id"
 _NOTIFICATION = ("o.id, o.task_id, o.config_id, o.seq, o.kind, o.created_at, o.attempts, o.next_at, o.state, "
@@ -370,20 +366,26 @@ class PostgresTaskStore(PostgresTables, TaskStore):
         cond = " AND ".join(where)
         page_args = list(args)
         page_cond = cond
-        if query.cursor is not None:
+        created = query.order == "created"
+        if query.cursor is not None and created:
+            page_args.append(query.cursor[1])
+            page_cond += f" AND id < ${len(page_args)}"
+        elif query.cursor is not None:
             page_args += [query.cursor[0], query.cursor[1]]
             a, b = len(page_args) - 1, len(page_args)
             page_cond += f" AND (updated_at, id) < (${a}, ${b})"
         page_args.append(query.page_size + 1)
+        order = "id DESC" if created else "updated_at DESC, id DESC"
         async with self.pool.acquire() as conn:
             total = await conn.fetchval(f"SELECT count(*) FROM tasks WHERE {cond}", *args) if query.count else -1
             rows = await conn.fetch(
-                f"SELECT {_RECORD} FROM tasks WHERE {page_cond} ORDER BY updated_at DESC, id DESC "
+                f"SELECT {_RECORD} FROM tasks WHERE {page_cond} ORDER BY {order} "
                 f"LIMIT ${len(page_args)}", *page_args)
         records = [_record(r) for r in rows[: query.page_size]]
         nxt = None
         if len(rows) > query.page_size and records:
-            nxt = (records[-1].updated_at, records[-1].task.id)
+            last = records[-1]
+            nxt = (0.0, last.task.id) if created else (last.updated_at, last.task.id)
         return TaskPage(records=records, next_cursor=nxt, total=total)
 
     async def find_message(self, key: MessageKey) -> str | None:

@@ -57,8 +57,7 @@ from parley.tasks.store import (
     check_commit,
 )
 
-SCHEMA_VERSION = 5  # 4: the indexes retention reads (finished tasks by age, idempotency keys by task)
-# 5: tasks by update across agents and principals (the dashboard's task table)
+SCHEMA_VERSION = 4  # 4: the indexes retention reads (finished tasks by age, idempotency keys by task)
 _UNFINISHED_SQL = f"('{m.TaskState.SUBMITTED.value}', '{m.TaskState.WORKING.value}')"  # what recovery takes over
 _MESSAGE_IDS = """(
     agent_id TEXT NOT NULL,
@@ -128,7 +127,6 @@ CREATE TABLE IF NOT EXISTS tasks (
     lease_expires REAL
 );
 CREATE INDEX IF NOT EXISTS tasks_by_owner ON tasks (agent_id, owner, updated_at DESC, id DESC);
-CREATE INDEX IF NOT EXISTS tasks_by_update ON tasks (updated_at DESC, id DESC);
 -- Finished tasks by age, for retention: a task enters it once, when it finishes (commits of running
 -- tasks do not touch it).
 CREATE INDEX IF NOT EXISTS tasks_finished ON tasks (updated_at) WHERE state IN {TERMINAL_SQL};
@@ -465,17 +463,23 @@ class SqliteTaskStore(TaskStore):
         cond = " AND ".join(where)
         total = self._db.execute(f"SELECT COUNT(*) FROM tasks WHERE {cond}", args).fetchone()[0] if query.count else -1
         page_args = list(args)
-        if query.cursor is not None:
+        created = query.order == "created"
+        if query.cursor is not None and created:
+            cond += " AND id < ?"
+            page_args.append(query.cursor[1])
+        elif query.cursor is not None:
             cond += " AND (updated_at < ? OR (updated_at = ? AND id < ?))"
             page_args += [query.cursor[0], query.cursor[0], query.cursor[1]]
+        order = "id DESC" if created else "updated_at DESC, id DESC"
         rows = self._db.execute(
-            f"SELECT {_RECORD} FROM tasks WHERE {cond} ORDER BY updated_at DESC, id DESC LIMIT ?",
+            f"SELECT {_RECORD} FROM tasks WHERE {cond} ORDER BY {order} LIMIT ?",
             [*page_args, query.page_size + 1],
         ).fetchall()
         records = [self._record(r) for r in rows[: query.page_size]]
         nxt = None
         if len(rows) > query.page_size and records:
-            nxt = (records[-1].updated_at, records[-1].task.id)
+            last = records[-1]
+            nxt = (0.0, last.task.id) if created else (last.updated_at, last.task.id)
         return TaskPage(records=records, next_cursor=nxt, total=total)
 
     async def find_message(self, key: MessageKey) -> str | None:

@@ -19,6 +19,7 @@ import base64
 import binascii
 import hashlib
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -228,6 +229,9 @@ class TaskQuery:
     page_size: int = DEFAULT_PAGE_SIZE
     cursor: tuple[float, str] | None = None
     count: bool = True  # False: `total` is not computed (-1), a COUNT over every matching task saved
+    # "updated": newest update first (ListTasks); "created": newest task first, by id (ids are UUIDv7, time
+    # ordered: the primary key serves it, no index of its own on the write path; the dashboard's table)
+    order: str = "updated"
 
 
 @dataclass(slots=True)
@@ -499,14 +503,22 @@ def matches(record: TaskRecord, query: TaskQuery) -> bool:
     return True
 
 
+def _position_of(query: TaskQuery) -> Callable[[TaskRecord], tuple[float, str]]:
+    """A record's place in the query's order, as its page cursor holds it."""
+    if query.order == "created":
+        return lambda r: (0.0, r.task.id)
+    return lambda r: (r.updated_at, r.task.id)
+
+
 def page_of(records: list[TaskRecord], query: TaskQuery) -> TaskPage:
     """Sort, filter and cut a page from an in-memory list of records."""
     rows = [r for r in records if matches(r, query)]
-    rows.sort(key=lambda r: (r.updated_at, r.task.id), reverse=True)
+    position = _position_of(query)
+    rows.sort(key=position, reverse=True)
     total = len(rows) if query.count else -1
     if query.cursor is not None:
-        rows = [r for r in rows if (r.updated_at, r.task.id) < query.cursor]
+        rows = [r for r in rows if position(r) < query.cursor]
     page = rows[: query.page_size]
     more = len(rows) > query.page_size
-    nxt = (page[-1].updated_at, page[-1].task.id) if more and page else None
+    nxt = position(page[-1]) if more and page else None
     return TaskPage(records=page, next_cursor=nxt, total=total)

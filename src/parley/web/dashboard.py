@@ -348,7 +348,8 @@ class Dashboard:
         cursor = decode_cursor(filters["page"]) if filters["page"] else None
         query = TaskQuery(agent_id=filters["agent"] or None, owner=filters["principal"] or None,
                           context_id=filters["context"] or None, state=state, page_size=int(size), cursor=cursor,
-                          count=False)  # a COUNT over every task at each live refresh would cost the server
+                          count=False, order="created")  # newest task first, by its (time-ordered) id: the
+        # primary key serves it, and a COUNT over every task at each live refresh would cost the server
         if size != str(PAGE_SIZE):
             filters["size"] = size
         return query, filters
