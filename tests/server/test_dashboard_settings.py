@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 
 import httpx
+import pytest
 
 from parley import Parley
 from parley.serve import default_app
@@ -70,3 +71,18 @@ def test_ui_is_reserved() -> None:
     from parley.server.reserved import agent_id_problem
 
     assert "web dashboard" in (agent_id_problem("ui") or "")
+
+
+def test_a_dashboard_path_that_names_an_agent_is_refused(tmp_path: Path) -> None:
+    """`path = "/console"` beside an agent called `console`: the dashboard's pages would take that agent's
+    HTTP+JSON tenant paths (`/console/tasks/...`), so the config is refused, naming the key and the agent."""
+    from parley.hub.config import ConfigError, load_config
+
+    config = tmp_path / "parley.toml"
+    config.write_text('[server]\nbuiltin_agents = true\n[server.dashboard]\npath = "/console"\n'
+                      '[[agents]]\nid = "console"\ntype = "python"\nentry = "m:f"\n')
+    with pytest.raises(ConfigError) as info:
+        load_config(str(config))
+    assert info.value.key == "server.dashboard.path" and "'console'" in str(info.value)
+    config.write_text('[server]\nbuiltin_agents = true\n[server.dashboard]\npath = "/console"\n')
+    assert load_config(str(config)).server.dashboard.path == "/console"
