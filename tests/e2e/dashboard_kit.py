@@ -7,6 +7,7 @@ it the browser tests are skipped, except under CI=true, where its absence is a f
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Iterator
@@ -91,6 +92,19 @@ def browser() -> Iterator[object]:
             yield chromium
         finally:
             chromium.close()
+
+
+@contextlib.contextmanager
+def serving(name: str, config: Path, **env: str) -> Iterator[object]:
+    """A ready `parley serve --config config` (its directory as working directory), stopped afterwards."""
+    from test_serve_processes import Server, server_env
+
+    srv = Server(name, ["--config", str(config)], cwd=config.parent, port=None, port_flag=True,
+                 env=server_env(**env))
+    try:
+        yield srv.wait_ready()
+    finally:
+        srv.close()
 
 
 def login(page, base: str, credential: str = ADMIN_KEY) -> None:

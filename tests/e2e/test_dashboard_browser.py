@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from dashboard_kit import ADMIN_KEY, browser, login, write_config  # noqa: F401 - browser is a fixture
+from dashboard_kit import ADMIN_KEY, browser, login, serving, write_config  # noqa: F401 - browser is a fixture
 from test_serve_processes import PARLEY, WAIT, Server, server_env
 
 from parley.client import A2AClient
@@ -29,14 +29,8 @@ WAIT_MS = WAIT * 1000
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One secured `parley serve` (admin key from the environment) with the dashboard test agents."""
-    directory = tmp_path_factory.mktemp("dashboard")
-    config = write_config(directory)
-    srv = Server("dashboard", ["--config", str(config)], cwd=directory, port=None, port_flag=True,
-                 env=server_env(PARLEY_ADMIN_KEY=ADMIN_KEY))
-    try:
-        yield srv.wait_ready()
-    finally:
-        srv.close()
+    with serving("dashboard", write_config(tmp_path_factory.mktemp("dashboard")), PARLEY_ADMIN_KEY=ADMIN_KEY) as srv:
+        yield srv
 
 
 @pytest.fixture

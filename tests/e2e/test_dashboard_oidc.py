@@ -13,9 +13,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from dashboard_kit import browser  # noqa: F401 - a fixture
+from dashboard_kit import browser, serving  # noqa: F401 - browser is a fixture
 from stub_oidc import AUDIENCE, StubProvider
-from test_serve_processes import WAIT, Server, server_env
+from test_serve_processes import WAIT, Server
 
 CLIENT_ID = "parley-dashboard"
 CLIENT_SECRET = "dashboard-client-secret"
@@ -45,12 +45,8 @@ oidc_client_secret_env = "PARLEY_OIDC_SECRET"
 id = "echo"
 type = "builtin"
 """)
-    srv = Server("oidc", ["--config", str(config)], cwd=directory, port=None, port_flag=True,
-                 env=server_env(PARLEY_OIDC_SECRET=CLIENT_SECRET))
-    try:
-        yield srv.wait_ready()
-    finally:
-        srv.close()
+    with serving("oidc", config, PARLEY_OIDC_SECRET=CLIENT_SECRET) as srv:
+        yield srv
 
 
 @pytest.fixture

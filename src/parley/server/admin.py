@@ -27,7 +27,7 @@ from parley.protocol.codec import loads, to_wire
 from parley.protocol.errors import A2AError, InvalidParamsError, PermissionDeniedError, TaskNotFoundError
 from parley.protocol.operations import Operation
 from parley.runtime import Runtime
-from parley.security.keys import ANY_AGENT, ApiKey, KeyProblem
+from parley.security.keys import ANY_AGENT, ApiKey, KeyProblem, KeyStore
 from parley.server.access import Access, Principal
 from parley.server.http import credentials_of, read_body, require_json
 from parley.tasks.retention import prune, retention_of
@@ -72,22 +72,15 @@ class AdminApi:
             if not isinstance(body, dict):
                 raise InvalidParamsError("Invalid params: the body must be a JSON object")
             agent = _text(body, "agent", required=True)
-            if agent != ANY_AGENT and agent not in self.runtime.agents:
-                raise InvalidParamsError(f"Invalid params: no agent {agent!r} on this server "
-                                         f"(it has: {', '.join(self.runtime.agents)})")
             scopes = body.get("scopes", ["a2a"])
             if not isinstance(scopes, list) or not all(isinstance(s, str) and s.strip() for s in scopes):
                 raise InvalidParamsError("Invalid params: `scopes` must be a list of non-empty strings")
             ttl = body.get("expiresInSeconds")
             if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or ttl <= 0):
                 raise InvalidParamsError("Invalid params: `expiresInSeconds` must be a positive integer")
-            try:
-                key, token = await store.create(agent, name=_text(body, "name") or "",
-                                                scopes=frozenset(s.strip() for s in scopes),
-                                                principal=_text(body, "principal"),
-                                                expires_at=time.time() + ttl if ttl else None)
-            except KeyProblem as exc:
-                raise InvalidParamsError(f"Invalid params: {exc}") from None
+            key, token = await issue_key(self.runtime, store, agent, name=_text(body, "name") or "",
+                                         scopes=frozenset(s.strip() for s in scopes),
+                                         principal=_text(body, "principal"), ttl_seconds=ttl)
             return JSONResponse({"key": key_json(key), "token": token}, status_code=201,
                                 headers={"Cache-Control": "no-store"})
 
@@ -152,6 +145,20 @@ class AdminApi:
         return self.runtime.security.keys
 
 
+async def issue_key(runtime: Runtime, store: KeyStore, agent: str, *, name: str, scopes: frozenset[str],
+                    principal: str | None = None, ttl_seconds: float | None = None) -> tuple[ApiKey, str]:
+    """Make an API key for one hosted agent (or every agent, `*`): (its record, its token, shown once).
+    InvalidParamsError says what is wrong (the admin API and the dashboard's Keys page both make keys here)."""
+    if agent != ANY_AGENT and agent not in runtime.agents:
+        raise InvalidParamsError(f"Invalid params: no agent {agent!r} on this server "
+                                 f"(it has: {', '.join(runtime.agents)})")
+    try:
+        return await store.create(agent, name=name, scopes=scopes, principal=principal,
+                                  expires_at=time.time() + ttl_seconds if ttl_seconds else None)
+    except KeyProblem as exc:
+        raise InvalidParamsError(f"Invalid params: {exc}") from None
+
+
 def _text(body: dict[str, Any], name: str, *, required: bool = False) -> str | None:
     value = body.get(name)
     if value is None and not required:
@@ -170,4 +177,4 @@ async def _answer(handler: Any) -> Response:
                             status_code=exc.http_status, headers=exc.headers or None)
 
 
-__all__ = ["AdminApi", "key_json"]
+__all__ = ["AdminApi", "issue_key", "key_json"]

@@ -21,10 +21,11 @@ open (development mode): everyone is let in, and every page says so.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -39,14 +40,15 @@ from parley.protocol import models as m
 from parley.protocol.codec import to_wire
 from parley.protocol.errors import A2AError, InvalidParamsError
 from parley.protocol.operations import Operation
+from parley.protocol.states import is_settled
 from parley.runtime import Runtime
-from parley.security.keys import ANY_AGENT, KeyProblem
+from parley.security.keys import ANY_AGENT
 from parley.server.access import ANONYMOUS, Access, Credentials, Principal
-from parley.server.admin import key_json
+from parley.server.admin import issue_key, key_json
 from parley.server.cards import card_v03, card_v1
 from parley.server.http import EventStreamResponse, sse_frame
 from parley.server.urls import agent_url, base_url
-from parley.tasks.store import MAX_PAGE_SIZE, TaskQuery, decode_cursor, encode_cursor
+from parley.tasks.store import MAX_PAGE_SIZE, TaskQuery, TaskRecord, decode_cursor, encode_cursor
 from parley.web import oidc
 from parley.web.card_check import check_v03, check_v1
 from parley.web.examples import examples
@@ -69,6 +71,37 @@ class Viewer:
     principal: Principal
     session: Session
     open: bool
+
+
+Handler = Callable[["Dashboard", Request, Viewer], Awaitable[Response]]
+
+
+def _admin(handler: Handler) -> Callable[[Dashboard, Request], Awaitable[Response]]:
+    """A page only the dashboard's viewer may see: anyone else is sent to the login page (Dashboard.viewer)."""
+    @functools.wraps(handler)
+    async def page(self: Dashboard, request: Request) -> Response:
+        viewer = await self.viewer(request)
+        if isinstance(viewer, Response):
+            return viewer
+        return await handler(self, request, viewer)
+    return page
+
+
+def _admin_action(handler: Handler) -> Callable[[Dashboard, Request], Awaitable[Response]]:
+    """A state-changing request of the viewer: it must also pass the CSRF checks (the token from the
+    X-CSRF-Token header, or the `csrf` field of a form body), else 403 and nothing happens."""
+    @functools.wraps(handler)
+    async def action(self: Dashboard, request: Request) -> Response:
+        viewer = await self.viewer(request)
+        if isinstance(viewer, Response):
+            return viewer
+        token = None
+        kind = request.headers.get("content-type", "")
+        if kind.startswith(("application/x-www-form-urlencoded", "multipart/form-data")):
+            token = str((await request.form()).get("csrf") or "")
+        refused = self._checked(request, viewer, token)
+        return refused if refused is not None else await handler(self, request, viewer)
+    return action
 
 
 class Dashboard:
@@ -277,10 +310,8 @@ class Dashboard:
 
     # --- agents -----------------------------------------------------------------------------------
 
-    async def home(self, request: Request) -> Response:
-        viewer = await self.viewer(request)
-        if isinstance(viewer, Response):
-            return viewer
+    @_admin
+    async def home(self, request: Request, viewer: Viewer) -> Response:
         base = base_url(request, self.runtime.settings)
         agents = [self._agent_summary(agent_id, base) for agent_id in self.runtime.agents]
         return self._page(request, viewer, "home.html", summaries=agents, hub=_hub_map(self.runtime))
@@ -292,10 +323,8 @@ class Dashboard:
                 "card_url": f"{url}/.well-known/agent-card.json", "default": agent_id == self.runtime.default_agent,
                 "problem": agent.problem, "skills": agent.skills}
 
-    async def agent_page(self, request: Request) -> Response:
-        viewer = await self.viewer(request)
-        if isinstance(viewer, Response):
-            return viewer
+    @_admin
+    async def agent_page(self, request: Request, viewer: Viewer) -> Response:
         agent_id = request.path_params["agent_id"]
         if agent_id not in self.runtime.agents:
             return self._page(request, viewer, "error.html", status=404, message=f"No agent {agent_id!r} here.")
@@ -309,14 +338,9 @@ class Dashboard:
                           examples=examples(summary["url"], secured=secured), hub=_hub_map(self.runtime),
                           chat_url=f"{self.root}/a2a/{agent_id}")
 
-    async def chat_rpc(self, request: Request) -> Response:
+    @_admin_action
+    async def chat_rpc(self, request: Request, viewer: Viewer) -> Response:
         """The chat panel's JSON-RPC call, handled by the agent's JSON-RPC endpoint as the logged-in principal."""
-        viewer = await self.viewer(request)
-        if isinstance(viewer, Response):
-            return viewer
-        refused = self._checked(request, viewer)
-        if refused is not None:
-            return refused
         agent_id = request.path_params["agent_id"]
         if agent_id not in self.runtime.agents:
             return JSONResponse({"error": f"no agent {agent_id!r}"}, status_code=404)
@@ -360,16 +384,13 @@ class Dashboard:
         now = time.time()
         rows = [{"id": r.task.id, "agent": r.agent_id, "owner": r.owner, "context": r.task.context_id,
                  "state": state_label(r.task.status.state), "created": r.created_at,
-                 "duration": (r.updated_at if _settled(r.task) else now) - r.created_at if r.created_at else None}
-                for r in page.records]
+                 "duration": _duration(r, now)} for r in page.records]
         nxt = encode_cursor(page.next_cursor)
         next_query = urlencode({**{k: v for k, v in filters.items() if v and k != "page"}, "page": nxt}) if nxt else ""
         return {"rows": rows, "next": next_query, "first": not filters["page"]}, filters
 
-    async def tasks_page(self, request: Request) -> Response:
-        viewer = await self.viewer(request)
-        if isinstance(viewer, Response):
-            return viewer
+    @_admin
+    async def tasks_page(self, request: Request, viewer: Viewer) -> Response:
         try:
             table, filters = await self._rows(request)
         except A2AError as exc:
@@ -377,10 +398,8 @@ class Dashboard:
         return self._page(request, viewer, "tasks.html", table=table, filters=filters,
                           states=[state_label(s) for s in STATES], state_values=[s.value for s in STATES])
 
-    async def task_rows(self, request: Request) -> Response:
-        viewer = await self.viewer(request)
-        if isinstance(viewer, Response):
-            return viewer
+    @_admin
+    async def task_rows(self, request: Request, viewer: Viewer) -> Response:
         try:
             table, _ = await self._rows(request)
         except A2AError as exc:
@@ -388,10 +407,8 @@ class Dashboard:
         html = self.templates.get_template("task_rows.html").render(root=self.root, table=table)
         return HTMLResponse(html, headers=_PAGE_HEADERS)
 
-    async def task_page(self, request: Request) -> Response:
-        viewer = await self.viewer(request)
-        if isinstance(viewer, Response):
-            return viewer
+    @_admin
+    async def task_page(self, request: Request, viewer: Viewer) -> Response:
         task_id = request.path_params["task_id"]
         store = self.runtime.store
         rec = await store.get(task_id)
@@ -412,12 +429,10 @@ class Dashboard:
         timeline = [row for row in log if row["state"]]
         return self._page(request, viewer, "task.html", rec=rec, task=rec.task, log=log, timeline=timeline,
                           more=len(entries) == LOG_LIMIT and rec.seq > LOG_LIMIT, tree=tree, push=push,
-                          settled=_settled(rec.task), parts=_parts)
+                          settled=is_settled(rec.task.status.state), parts=_parts)
 
-    async def task_file(self, request: Request) -> Response:
-        viewer = await self.viewer(request)
-        if isinstance(viewer, Response):
-            return viewer
+    @_admin
+    async def task_file(self, request: Request, viewer: Viewer) -> Response:
         rec = await self.runtime.store.get(request.path_params["task_id"])
         artifacts = rec.task.artifacts or [] if rec is not None else []
         a, p = request.path_params["artifact"], request.path_params["part"]
@@ -429,14 +444,8 @@ class Dashboard:
                         headers={"Content-Disposition": _attachment(name),
                                  "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"})
 
-    async def cancel_task(self, request: Request) -> Response:
-        viewer = await self.viewer(request)
-        if isinstance(viewer, Response):
-            return viewer
-        form = await request.form()
-        refused = self._checked(request, viewer, str(form.get("csrf") or ""))
-        if refused is not None:
-            return refused
+    @_admin_action
+    async def cancel_task(self, request: Request, viewer: Viewer) -> Response:
         task_id = request.path_params["task_id"]
         rec = await self.runtime.store.get(task_id)
         if rec is None:
@@ -447,11 +456,9 @@ class Dashboard:
             return self._page(request, viewer, "error.html", status=exc.http_status, message=exc.message)
         return RedirectResponse(f"{self.root}/tasks/{task_id}", status_code=303)
 
-    async def events(self, request: Request) -> Response:
+    @_admin
+    async def events(self, request: Request, viewer: Viewer) -> Response:
         """The change feed as SSE: `event: change` with {taskId, agent, principal, state, seq}, `event: reload`."""
-        viewer = await self.viewer(request)
-        if isinstance(viewer, Response):
-            return viewer
 
         credential = viewer.session.credential
         keepalive = self.runtime.settings.keepalive_seconds
@@ -483,10 +490,8 @@ class Dashboard:
 
     # --- keys -------------------------------------------------------------------------------------
 
-    async def keys_page(self, request: Request) -> Response:
-        viewer = await self.viewer(request)
-        if isinstance(viewer, Response):
-            return viewer
+    @_admin
+    async def keys_page(self, request: Request, viewer: Viewer) -> Response:
         return await self._keys(request, viewer)
 
     async def _keys(self, request: Request, viewer: Viewer, *, created: dict[str, Any] | None = None,
@@ -496,14 +501,9 @@ class Dashboard:
         return self._page(request, viewer, "keys.html", status=status, keys=keys, created=created, error=error,
                           enabled=store is not None, ttl_choices=list(TTL_CHOICES))
 
-    async def create_key(self, request: Request) -> Response:
-        viewer = await self.viewer(request)
-        if isinstance(viewer, Response):
-            return viewer
-        form = await request.form()
-        refused = self._checked(request, viewer, str(form.get("csrf") or ""))
-        if refused is not None:
-            return refused
+    @_admin_action
+    async def create_key(self, request: Request, viewer: Viewer) -> Response:
+        form = await request.form()  # read (and kept) by the CSRF check
         store = self.runtime.security.keys
         if store is None:
             return await self._keys(request, viewer, error="API keys are turned off on this server.", status=409)
@@ -511,20 +511,17 @@ class Dashboard:
         name = str(form.get("name") or "").strip()
         scopes = sorted({s.strip() for s in str(form.get("scopes") or "a2a").replace(",", " ").split() if s.strip()})
         ttl = str(form.get("expires") or "")
-        if agent != ANY_AGENT and agent not in self.runtime.agents:
-            return await self._keys(request, viewer, error=f"No agent {agent!r} on this server.", status=400)
         if ttl not in TTL_CHOICES:
             return await self._keys(request, viewer, error=f"Unknown expiry {ttl!r}.", status=400)
         if viewer.open and "admin" not in scopes:
             return await self._keys(request, viewer, status=400, error=(
                 "This server is open: its first key must have the admin scope (once a key exists, every "
                 "request needs one, and this dashboard needs an admin)."))
-        seconds = TTL_CHOICES[ttl]
         try:
-            key, token = await store.create(agent, name=name, scopes=frozenset(scopes or ["a2a"]),
-                                            expires_at=time.time() + seconds if seconds else None)
-        except KeyProblem as exc:
-            return await self._keys(request, viewer, error=str(exc), status=400)
+            key, token = await issue_key(self.runtime, store, agent, name=name,
+                                         scopes=frozenset(scopes or ["a2a"]), ttl_seconds=TTL_CHOICES[ttl])
+        except A2AError as exc:
+            return await self._keys(request, viewer, error=exc.message, status=400)
         self.runtime.security.authenticator.recheck()
         if viewer.open:  # the server is secured now: this browser stays in with the admin key it just made
             principal = await self._principal(token)
@@ -533,14 +530,8 @@ class Dashboard:
         response.headers["Cache-Control"] = "no-store"
         return response
 
-    async def revoke_key(self, request: Request) -> Response:
-        viewer = await self.viewer(request)
-        if isinstance(viewer, Response):
-            return viewer
-        form = await request.form()
-        refused = self._checked(request, viewer, str(form.get("csrf") or ""))
-        if refused is not None:
-            return refused
+    @_admin_action
+    async def revoke_key(self, request: Request, viewer: Viewer) -> Response:
         store = self.runtime.security.keys
         if store is None or await store.revoke(request.path_params["key_id"]) is None:
             return await self._keys(request, viewer, error="No such key.", status=404)
@@ -607,10 +598,11 @@ def _local_path(target: str | None, default: str) -> str:
     return target
 
 
-def _settled(task: m.Task) -> bool:
-    from parley.protocol.states import is_settled
-
-    return is_settled(task.status.state)
+def _duration(rec: TaskRecord, now: float) -> float | None:
+    """Seconds from a task's start to its settling (or to now, while it runs); None if its start is unknown."""
+    if not rec.created_at:
+        return None
+    return (rec.updated_at if is_settled(rec.task.status.state) else now) - rec.created_at
 
 
 def _text_of(message: m.Message | None) -> str:
