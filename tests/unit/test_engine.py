@@ -327,13 +327,15 @@ async def test_cancel_really_cancels_the_agent() -> None:
 
 
 async def test_cancel_before_the_agent_started() -> None:
+    """An engine that shares its store (not `sole`) commits a new task before its agent starts: a cancel that
+    comes first means the agent never runs."""
     ran: list[str] = []
 
     async def never(ctx: RunContext) -> AsyncIterator[AgentOutput]:
         ran.append("ran")
         yield "x"
 
-    engine = make_engine(never)
+    engine = make_engine(never, sole=False)
     sub = await engine.submit("never", OWNER, request())
     task = await engine.cancel("never", OWNER, m.CancelTaskRequest(id=sub.record.task.id))
     assert task.status.state is S.CANCELED and ran == []
@@ -510,6 +512,138 @@ async def test_duplicate_message_id_returns_the_same_task() -> None:
     assert not other.duplicate and other.record.task.id != task.id
     await finish(engine, other)
     assert runs == ["one", "one"]
+
+
+# --- one-pass creation (the store's sole writer) ------------------------------------------------------------------------
+
+
+class CountingStore(MemoryTaskStore):
+    """A memory store that keeps every commit it was given (to count transactions)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.commits: list = []
+
+    async def commit(self, commit: Any) -> None:
+        self.commits.append(commit)
+        await super().commit(commit)
+
+
+async def test_a_fast_agent_s_task_is_created_and_finished_in_one_commit() -> None:
+    """Sole writer: the creation is committed with what the agent produced before its first wait; for an agent
+    that answers at once that is the whole task, and the sender hears of it only after that commit."""
+    store = CountingStore()
+    engine = make_engine(words, store=store)
+    sub = await engine.submit("words", OWNER, request("hi", mid="one-pass"))
+    assert len(store.commits) == 1
+    stored = await store.get(sub.record.task.id)
+    assert stored is not None and stored.task.status.state is S.COMPLETED  # durable before submit returned
+    commit = store.commits[0]
+    assert commit.record is not None and commit.message is not None and commit.release_lease
+    assert [e.kind for e in commit.entries] == ["task", "status", "artifact", "status"]
+    await finish(engine, sub)
+    await assert_log_consistent(engine, sub.record.task.id)
+
+
+async def test_a_waiting_agent_s_task_is_stored_before_the_sender_hears_of_it() -> None:
+    """An agent that waits before its first output: its task is committed (with `working`) one loop turn later,
+    and that is when the sender gets it; it can be read and canceled from then on."""
+    gate = asyncio.Event()
+
+    async def slow(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        await gate.wait()
+        yield "late"
+
+    store = CountingStore()
+    engine = make_engine(slow, store=store)
+    sub = await engine.submit("slow", OWNER, request("x"))
+    stored = await store.get(sub.record.task.id)
+    assert stored is not None and stored.task.status.state is S.WORKING
+    assert len(store.commits) == 1 and store.commits[0].lease is not None
+    task = await engine.cancel("slow", OWNER, m.CancelTaskRequest(id=sub.record.task.id))
+    assert task.status.state is S.CANCELED
+    await assert_log_consistent(engine, task.id)
+
+
+async def test_the_same_message_sent_twice_at_once_runs_its_agent_once() -> None:
+    """Sole writer: the second send of a message whose task is still being created waits for it and gets that
+    task; the agent runs once (A2A 1.0 section 3.1.1: the messageId identifies the message)."""
+    runs: list[str] = []
+    gate = asyncio.Event()
+
+    async def counted(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        runs.append(ctx.text)
+        await gate.wait()
+        yield "ok"
+
+    engine = make_engine(counted)
+    first, again = await asyncio.gather(engine.submit("counted", OWNER, request("one", mid="twice")),
+                                        engine.submit("counted", OWNER, request("one", mid="twice")))
+    assert again.duplicate and again.record.task.id == first.record.task.id and not first.duplicate
+    gate.set()
+    await finish(engine, first)
+    assert runs == ["one"]
+
+
+async def test_the_lease_heartbeat_leaves_a_task_being_created_alone() -> None:
+    """A lease renewal that runs while a one-pass task's creation is still being written must not take the
+    (not yet stored, so not held) task for lost: the send succeeds."""
+    gate, renewed = asyncio.Event(), asyncio.Event()
+
+    class SlowStore(MemoryTaskStore):
+        async def commit(self, commit: Any) -> None:
+            if commit.record is not None:
+                await gate.wait()  # the creation is being written
+            await super().commit(commit)
+
+        async def renew_leases(self, holder: str, task_ids: list[str], expires_at: float) -> set[str]:
+            renewed.set()
+            return await super().renew_leases(holder, task_ids, expires_at)
+
+    async def other(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        await asyncio.Event().wait()
+        yield "never"
+
+    engine = make_engine(words, other, store=SlowStore(), lease_seconds=0.03)
+    gate.set()
+    busy = await engine.submit("other", OWNER, request("x"))  # a stored run: the heartbeat has a lease to renew
+    gate.clear()
+    await engine.start()
+    try:
+        send = asyncio.ensure_future(engine.submit("words", OWNER, request("hi")))
+        await renewed.wait()
+        renewed.clear()
+        await renewed.wait()  # a whole renewal ran while the creation waited
+        gate.set()
+        task = await finish(engine, await send)
+        assert task.status.state is S.COMPLETED
+    finally:
+        await engine.cancel("other", OWNER, m.CancelTaskRequest(id=busy.record.task.id))
+        await engine.shutdown()
+
+
+async def test_a_creation_the_store_refuses_reaches_the_sender_and_stops_the_agent() -> None:
+    """A database error on the commit that creates a one-pass task: the send fails with it, the agent is
+    stopped, and nothing of the task is stored or left running."""
+    stopped = asyncio.Event()
+
+    class FailingStore(MemoryTaskStore):
+        async def commit(self, commit: Any) -> None:
+            raise OSError("disk full")
+
+    async def slow(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        try:
+            await asyncio.Event().wait()
+            yield "never"
+        finally:
+            stopped.set()
+
+    store = FailingStore()
+    engine = make_engine(slow, store=store)
+    with pytest.raises(OSError, match="disk full"):
+        await engine.submit("slow", OWNER, request("x", mid="fails"))
+    await asyncio.wait_for(stopped.wait(), 5)
+    assert engine.runs == {} and store._tasks == {} and engine._creating == {}
 
 
 async def test_duplicate_continuation_is_not_applied_twice() -> None:

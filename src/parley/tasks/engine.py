@@ -7,6 +7,13 @@ one event-loop turn share a transaction; a settled state is committed before
 anyone hears of it), publishes committed entries on the bus, answers reads, and
 cancels runs, here or, through the bus, in the process that runs them.
 
+When this engine is the store's only writer (`sole`), a new task is written in one
+pass: its agent starts at once, and the task's creation is committed together with
+what the agent produced before its first wait (a fast agent's whole answer: one
+transaction per send), at the latest one event-loop turn later. The sender hears of
+the task only once that commit is done. Its idempotency key is checked first, here
+and in the store, so a message sent again never starts its agent twice.
+
 Several engines (processes) may share one store and bus. A running task is
 leased by the engine that runs it (renewed by a heartbeat); an engine takes over
 only tasks whose lease expired, resuming them from their checkpoint where the
@@ -46,6 +53,7 @@ from parley.tasks.store import (
     MessageKey,
     SequenceConflict,
     StoredPushConfig,
+    StoreError,
     TaskLink,
     TaskQuery,
     TaskRecord,
@@ -83,6 +91,10 @@ def _for_task(push: StoredPushConfig | None, task_id: str) -> list[StoredPushCon
 def process_id() -> str:
     """A holder id for this process's leases: host, pid and a random suffix."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class NotCreated(Exception):
+    """A task written in one pass was not stored (its creation was refused or failed): its run stops."""
 
 
 @dataclass(slots=True)
@@ -127,6 +139,7 @@ class Run:
     lease_lost: bool = False
     paced_at: float = 0.0
     may_reply: bool = False  # nothing visible yet from an agent that may answer with a Message: `working` waits
+    created: asyncio.Future | None = None  # a task written in one pass: resolved once its creation is committed
 
     @property
     def task(self) -> m.Task:
@@ -187,6 +200,7 @@ class TaskEngine:
         self.listeners: list[Listener] = []  # told of every appended batch (telemetry, metrics)
         self.committed: list[Listener] = []  # told of every batch once it is committed (the push dispatcher)
         self.runs: dict[str, Run] = {}
+        self._creating: dict[MessageKey, Run] = {}  # one-pass tasks whose creation is not committed yet
         self._flushes: set[asyncio.Task] = set()
         self._background: set[asyncio.Task] = set()
         self._heartbeat: asyncio.Task | None = None
@@ -287,21 +301,29 @@ class TaskEngine:
             rec = run.record
             state = rec.task.status.state
             settled = is_settled(state)
+            creating = run.committed_seq == 0  # a task written in one pass: this commit creates it
             commit = Commit(
                 task_id=rec.task.id, expected_seq=run.committed_seq, entries=batch, snapshot=rec.task,
                 updated_at=rec.updated_at, message=effects.message, checkpoint=effects.checkpoint,
                 drop_checkpoint=run.has_checkpoint and is_terminal(state), links=effects.links,
                 lease=None if settled else effects.lease, release_lease=settled, push_configs=effects.push_configs,
+                record=rec if creating else None,
             )
             try:
                 await self.store.commit(commit)
-            except (SequenceConflict, DuplicateMessage):
+            except (SequenceConflict, DuplicateMessage) as refused:
+                if creating:
+                    raise self._not_created(run, refused) from refused
                 raise
-            except BaseException:  # not written (a database error): keep it all for the next attempt
+            except BaseException as exc:  # not written (a database error): keep it all for the next attempt
                 run.unflushed = [*batch, *run.unflushed]
                 run.effects = effects.then(run.effects)
+                if creating and isinstance(exc, Exception):  # the sender hears of the error; the task never was
+                    raise self._not_created(run, exc) from exc
                 raise
             run.committed_seq = commit.last_seq
+            if creating and run.created is not None and not run.created.done():
+                run.created.set_result(None)
             if batch:
                 for listener in self.committed:
                     try:
@@ -313,6 +335,17 @@ class TaskEngine:
                 except Exception as exc:  # noqa: BLE001 - committed all the same: followers read the store
                     log.warning("publishing task %s's events on the bus failed (%s); followers read them from "
                                 "the store", rec.task.id, exc)
+
+    def _not_created(self, run: Run, cause: Exception) -> NotCreated:
+        """A one-pass task whose creation was refused or failed: it does not exist, so its run stops without
+        writing again, and its sender hears `cause`."""
+        run.lease_lost = True
+        if run.created is not None and not run.created.done():
+            run.created.set_exception(cause)
+        aio = run.aio
+        if aio is not None and not aio.done() and aio is not asyncio.current_task():
+            aio.cancel()
+        return NotCreated(run.task.id)
 
     def _flush_soon(self, run: Run) -> None:
         """Group commit: entries appended in the same event-loop turn share one transaction."""
@@ -329,6 +362,8 @@ class TaskEngine:
             await self._flush(run)
         except SequenceConflict:  # another process appended: it took the task over
             self._lost(run)
+        except NotCreated:  # the sender heard why; the run was stopped
+            pass
 
     def _lost(self, run: Run) -> None:
         """The task was taken over by another process: stop its run here, without writing again."""
@@ -377,29 +412,80 @@ class TaskEngine:
             rec = run.record
         return Submission(rec, run, Entry(rec.seq, rec.task), duplicate=True)
 
-    async def _create(self, agent: Agent, owner: str, req: m.SendMessageRequest, key: MessageKey,
-                      push: StoredPushConfig | None = None) -> Submission:
+    def _new_record(self, agent: Agent, owner: str, req: m.SendMessageRequest) -> TaskRecord:
+        """A new task for `req.message` (which it names), submitted, with the message as its history."""
         msg = req.message
         task_id = new_id()
         msg.task_id = task_id
-        given_context = msg.context_id is not None
         msg.context_id = msg.context_id or new_id()
         task = m.Task(id=task_id, context_id=msg.context_id,
                       status=m.TaskStatus(state=m.TaskState.SUBMITTED, timestamp=now_iso()),
                       history=[msg], metadata=req.metadata)
         now = time.time()
         parent = msg.reference_task_ids[0] if msg.reference_task_ids else None  # who delegated this task, if anyone
-        rec = TaskRecord(task=task, agent_id=agent.id, owner=owner, seq=1, created_at=now, updated_at=now,
-                         parent_task_id=parent)
+        return TaskRecord(task=task, agent_id=agent.id, owner=owner, seq=1, created_at=now, updated_at=now,
+                          parent_task_id=parent)
+
+    async def _create(self, agent: Agent, owner: str, req: m.SendMessageRequest, key: MessageKey,
+                      push: StoredPushConfig | None = None) -> Submission:
+        if self.sole:
+            return await self._create_in_one_pass(agent, owner, req, key, push)
+        given_context = req.message.context_id is not None
+        rec = self._new_record(agent, owner, req)
+        msg, task = req.message, rec.task
         first = Entry(1, task)
-        earlier = await self._context_history(agent.id, owner, msg.context_id) if given_context else []
+        earlier = await self._context_history(agent.id, owner, task.context_id) if given_context else []
         try:
-            await self.store.create(rec, first, key, lease=self._new_lease(), push_configs=_for_task(push, task_id))
+            await self.store.create(rec, first, key, lease=self._new_lease(), push_configs=_for_task(push, task.id))
         except DuplicateMessage as dup:  # the same message, sent twice at once: one task
             return self._duplicate(await self._visible(agent.id, owner, dup.task_id))
-        run = Run(rec, Turn(task_id, msg.context_id), committed_seq=1)
+        run = Run(rec, Turn(task.id, task.context_id), committed_seq=1)
         self._start(run, agent, msg, first_turn=True, metadata=req.metadata, context_history=earlier)
         return Submission(rec, run, first)
+
+    async def _create_in_one_pass(self, agent: Agent, owner: str, req: m.SendMessageRequest, key: MessageKey,
+                                  push: StoredPushConfig | None) -> Submission:
+        """A new task whose creation is committed with its agent's first outputs (see the module's docstring).
+
+        Only for the store's sole writer: the idempotency key is looked up before the agent starts, and a
+        second send of the same message while the first is being created waits for it, so the lookup is
+        exact and the agent runs once."""
+        while (other := self._creating.get(key)) is not None:
+            await asyncio.wait([other.created])  # type: ignore[list-item]
+        given_context = req.message.context_id is not None
+        rec = self._new_record(agent, owner, req)
+        msg, task = req.message, rec.task
+        first = Entry(1, task)
+        run = Run(rec, Turn(task.id, task.context_id), committed_seq=0, unflushed=[first])
+        created = run.created = asyncio.get_running_loop().create_future()
+        self._creating[key] = run
+        created.add_done_callback(lambda done: self._creation_decided(key, run, done))
+        try:
+            taken = await self.store.find_message(key)
+            earlier = await self._context_history(agent.id, owner, task.context_id) if given_context else []
+        except BaseException:
+            created.cancel()  # nothing was started: whoever waits looks again
+            raise
+        if taken is not None:  # sent before: its task is the answer
+            created.cancel()
+            return self._duplicate(await self._visible(agent.id, owner, taken))
+        run.effects.message = key
+        run.effects.lease = self._new_lease()
+        run.effects.push_configs = _for_task(push, task.id)
+        self._start(run, agent, msg, first_turn=True, metadata=req.metadata, context_history=earlier)
+        self._flush_soon(run)  # stored with what the agent does before its first wait, one turn later at most
+        try:
+            await asyncio.shield(created)
+        except DuplicateMessage as dup:  # stored by another writer after all (the store was not ours alone)
+            return self._duplicate(await self._visible(agent.id, owner, dup.task_id))
+        return Submission(rec, run, first)
+
+    def _creation_decided(self, key: MessageKey, run: Run, done: asyncio.Future) -> None:
+        """A one-pass creation was committed, refused, failed or dropped: the key is no longer being created."""
+        if self._creating.get(key) is run:
+            del self._creating[key]
+        if not done.cancelled():
+            done.exception()  # its sender is told (or had left); not an unretrieved exception
 
     async def _context_history(self, agent_id: str, owner: str, context_id: str) -> list[m.Message]:
         """The conversation of earlier tasks in a context, oldest first, each answer as an agent message."""
@@ -522,6 +608,8 @@ class TaskEngine:
                         await self._append(run, run.turn.cancel(run.cancel_requested))
             else:
                 raise
+        except NotCreated:  # a one-pass task that was not stored: its sender heard why
+            pass
         except SequenceConflict as exc:  # another process took the task over: this run must not write again
             run.lease_lost = True
             log.warning("task %s was taken over by another process; its run here stops (%s)", task_id, exc)
@@ -539,7 +627,11 @@ class TaskEngine:
                 await self._flush(run)
             except SequenceConflict:
                 run.lease_lost = True
+            except NotCreated:
+                pass
             finally:
+                if run.created is not None and not run.created.done():  # stopped before anything was written
+                    self._not_created(run, StoreError(f"task {task_id} was not stored: its run stopped first"))
                 run.done = True
                 run.over.set()
                 if self.runs.get(task_id) is run:
@@ -862,7 +954,7 @@ class TaskEngine:
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
             try:
-                ids = list(self.runs)
+                ids = [task_id for task_id, run in self.runs.items() if run.committed_seq]  # not: being created
                 if ids:
                     held = await self.store.renew_leases(self.holder, ids, time.time() + self.lease_seconds)
                     for task_id in ids:

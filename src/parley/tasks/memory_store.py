@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections import OrderedDict
 from typing import Any
 
 from parley.protocol import models as m
@@ -58,7 +59,9 @@ class MemoryTaskStore(TaskStore):
         if keep_finished is not None and keep_finished < 1:
             raise ValueError("keep_finished must be at least 1 (or None: keep every task)")
         self.keep_finished = keep_finished
-        self._finished: dict[str, None] = {}  # terminal task ids, oldest first (insertion order)
+        # Terminal task ids, oldest first. An OrderedDict: a plain dict finds its first key by skipping every
+        # slot deleted since its last resize (about 11 us a task at 10,000 kept, measured), this one at once.
+        self._finished: OrderedDict[str, None] = OrderedDict()
         self._keys_of: dict[str, list[MessageKey]] = {}  # task id -> its idempotency keys
         self._changes_base = 0  # the position before the first row kept in _changes
         self._tasks: dict[str, TaskRecord] = {}
