@@ -541,6 +541,7 @@ async def test_a_fast_agent_s_task_is_created_and_finished_in_one_commit() -> No
     commit = store.commits[0]
     assert commit.record is not None and commit.message is not None and commit.release_lease
     assert [e.kind for e in commit.entries] == ["task", "status", "artifact", "status"]
+    assert sub.committed == commit.entries[1:]  # a stream of this send starts with them, without a read
     await finish(engine, sub)
     await assert_log_consistent(engine, sub.record.task.id)
 

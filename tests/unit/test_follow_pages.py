@@ -105,3 +105,26 @@ async def test_a_live_run_with_nothing_new_committed_is_followed_from_the_bus_al
     got = [e.seq async for e in follow_log(store, bus, "t2", 1, state=S.WORKING, state_seq=1,
                                            until=lambda s: True, committed=lambda: 2) if e is not None]
     assert got == [2] and store.reads[0] == 1
+
+
+async def test_entries_the_caller_holds_start_the_stream_without_a_read() -> None:
+    """A one-pass task's stream: the entries committed with its creation (which settle it) are handed to the
+    follower, which yields them without reading the store; when more was committed after them than the caller
+    holds, the follower reads the store and loses nothing."""
+    store, bus = CountingStore(), LocalBus()
+    await put(store, new_task(state=S.WORKING))
+    await advance(store, "t1", art("a", "answer"), status(S.COMPLETED, "done"))
+    known = await store.events_after("t1", 1)
+    store.reads.clear()
+    got = [e.seq async for e in follow_log(store, bus, "t1", 1, state=S.WORKING, state_seq=1, until=is_terminal,
+                                           known=known) if e is not None]
+    assert got == [2, 3] and store.reads == []
+
+    await put(store, new_task("t2", state=S.WORKING))
+    await advance(store, "t2", art("a", "part one", task_id="t2"))
+    known = await store.events_after("t2", 1)
+    await advance(store, "t2", status(S.COMPLETED, "done", task_id="t2"))  # committed after what the caller holds
+    store.reads.clear()
+    got = [e.seq async for e in follow_log(store, bus, "t2", 1, state=S.WORKING, state_seq=1, until=is_terminal,
+                                           known=known, committed=lambda: 3) if e is not None]
+    assert got == [2, 3] and store.reads != []

@@ -178,7 +178,7 @@ class A2AService:
             first = sub.first
             assert isinstance(first.event, m.Task)
             events = e.follow(first.event.id, first.seq, state=first.event.status.state, until=is_settled,
-                              idle=ctx.idle, first=first)
+                              idle=ctx.idle, first=first, known=sub.committed)
             if e.agents[ctx.agent_id].replies:
                 events = reply_or_task(events)
             return self.subscribers.follow(first.event.id, events)

@@ -140,6 +140,7 @@ class Run:
     paced_at: float = 0.0
     may_reply: bool = False  # nothing visible yet from an agent that may answer with a Message: `working` waits
     created: asyncio.Future | None = None  # a task written in one pass: resolved once its creation is committed
+    created_with: list[Entry] = field(default_factory=list)  # the entries of that commit
 
     @property
     def task(self) -> m.Task:
@@ -154,6 +155,9 @@ class Submission:
     run: Run | None
     first: Entry
     duplicate: bool = False
+    # Entries after `first` committed before the sender heard of the task (a one-pass creation's): a stream
+    # starts with them instead of reading them back from the store.
+    committed: list[Entry] = field(default_factory=list)
 
 
 class TaskEngine:
@@ -323,6 +327,7 @@ class TaskEngine:
                 raise
             run.committed_seq = commit.last_seq
             if creating and run.created is not None and not run.created.done():
+                run.created_with = batch
                 run.created.set_result(None)
             if batch:
                 for listener in self.committed:
@@ -478,7 +483,7 @@ class TaskEngine:
             await asyncio.shield(created)
         except DuplicateMessage as dup:  # stored by another writer after all (the store was not ours alone)
             return self._duplicate(await self._visible(agent.id, owner, dup.task_id))
-        return Submission(rec, run, first)
+        return Submission(rec, run, first, committed=run.created_with[1:])
 
     def _creation_decided(self, key: MessageKey, run: Run, done: asyncio.Future) -> None:
         """A one-pass creation was committed, refused, failed or dropped: the key is no longer being created."""
@@ -748,12 +753,13 @@ class TaskEngine:
 
     def follow(self, task_id: str, after: int, *, state: m.TaskState | None = None, state_seq: int | None = None,
                until: StopWhen = is_settled, idle: float | None = None,
-               first: Entry | None = None) -> AsyncIterator[Entry | None]:
+               first: Entry | None = None, known: list[Entry] | None = None) -> AsyncIterator[Entry | None]:
         """Entries after `after` (stored, then live from the bus) until the task reaches a state `until` takes.
 
         `state` is the task's state as of entry `state_seq` (default `after`); without it, the
         task's current state is read first. With `idle`, None whenever nothing happened for that
-        many seconds; `first` comes before everything (see :func:`parley.tasks.follow.follow_log`).
+        many seconds; `first` comes before everything; `known` are committed entries right after `after`
+        the caller holds (see :func:`parley.tasks.follow.follow_log`).
         """
         if state is None:
             return self._follow_current(task_id, after, until, idle)
@@ -761,7 +767,7 @@ class TaskEngine:
         committed = (lambda: run.committed_seq) if run is not None and not run.lease_lost else None
         return follow_log(self.store, self.bus, task_id, after, state=state,
                           state_seq=after if state_seq is None else state_seq, until=until, idle=idle, first=first,
-                          committed=committed)
+                          committed=committed, known=known)
 
     async def _follow_current(self, task_id: str, after: int, until: StopWhen,
                               idle: float | None) -> AsyncIterator[Entry | None]:

@@ -28,7 +28,7 @@ PAGE = 256
 async def follow_log(store: TaskStore, bus: EventBus, task_id: str, after: int, *, state: m.TaskState,
                      state_seq: int, until: StopWhen, idle: float | None = None,
                      first: Entry | None = None, committed: Callable[[], int] | None = None,
-                     ) -> AsyncIterator[Entry | None]:
+                     known: list[Entry] | None = None) -> AsyncIterator[Entry | None]:
     """Entries of `task_id` after `after` (user messages skipped), until the task reaches a state `until` accepts.
 
     `state` is the task's state as of entry `state_seq` (a snapshot the caller read);
@@ -38,7 +38,9 @@ async def follow_log(store: TaskStore, bus: EventBus, task_id: str, after: int, 
     stream starts with) is yielded before anything else. `committed` (a task this process
     runs) says up to which entry its log is committed: when that is not past `after` once
     the follower has subscribed, there is nothing to read from the store, and every later
-    entry comes on the bus.
+    entry comes on the bus. `known` are committed entries right after `after` that the caller
+    already holds: when they are all the store could add (they end the stream, or nothing was
+    committed after them), the follower starts with them instead of reading the store.
     """
     last = after
 
@@ -49,7 +51,9 @@ async def follow_log(store: TaskStore, bus: EventBus, task_id: str, after: int, 
         if first is not None:
             yield first
         batch: list[Entry] | None
-        if committed is not None and committed() <= after:
+        if known and _complete(known, state, state_seq, until, committed):
+            batch = list(known)
+        elif committed is not None and committed() <= after:
             batch = []  # subscribed before anything after `after` was committed (and so published)
         else:
             batch = await store.events_after(task_id, after, PAGE)
@@ -88,6 +92,17 @@ async def follow_log(store: TaskStore, bus: EventBus, task_id: str, after: int, 
                     quiet = 0.0
                 batch = await store.events_after(task_id, last, PAGE)
                 more = len(batch) == PAGE
+
+
+def _complete(known: list[Entry], state: m.TaskState, state_seq: int, until: StopWhen,
+              committed: Callable[[], int] | None) -> bool:
+    """Whether `known` is all the store holds that a follower needs now: nothing was committed after it (the
+    rest comes on the bus), or it brings the task to a state that ends the stream."""
+    if committed is not None and committed() <= known[-1].seq:
+        return True
+    for entry in known:
+        state, state_seq = _track(entry, state, state_seq)
+    return until(state) and known[-1].seq >= state_seq
 
 
 def _continues(entries: list[Entry], last: int) -> bool:
