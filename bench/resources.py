@@ -97,20 +97,20 @@ end
 # ----------------------------------------------------------------------------- the server and /proc
 
 
-def parley_cmd(port: int, db: Path, app: str | None = None) -> list[str]:
+def parley_cmd(port: int, db: Path, app: str | None = None, config: Path | None = None) -> list[str]:
     """`parley serve` on `port` over the SQLite file `db` (the venv's console script, as a user runs it)."""
     exe = Path(sys.executable).parent / "parley"
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "parley.cli"]
     cmd += ["serve", "--port", str(port), "--db", str(db), "--log-level", "warning"]
-    return cmd + (["--app", app] if app else [])
+    return cmd + (["--app", app] if app else []) + (["--config", str(config)] if config else [])
 
 
-def start_parley(name: str, folder: Path, app: str | None = None) -> Server:
+def start_parley(name: str, folder: Path, app: str | None = None, config: Path | None = None) -> Server:
     """A started `parley serve` (ready: agent card 200 and /readyz 200) with its SQLite file in `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
     env = {"PYTHONPATH": str(HERE)} if app else {}  # --app resource_agents:app imports bench/resource_agents.py
-    server = Server(name, parley_cmd(port, folder / "r.db", app), port, folder / f"{name}.log", env=env)
+    server = Server(name, parley_cmd(port, folder / "r.db", app, config), port, folder / f"{name}.log", env=env)
     server.start()
     return server
 

@@ -5,6 +5,7 @@
     python bench/soak.py --minutes 120 --rate 100
     python bench/soak.py --seconds 60 --rate 10 --period 10    # a smoke test
     python bench/soak.py --mix unary=60,stream=25,multiturn=10,cancel=5
+    python bench/soak.py --config bench/soak-retention.toml   # retention that engages within the run
 
 Starts `parley serve --port P --db <tmp>/r.db --log-level warning` (built-in agents) and runs an
 open-loop generator: operations start on a fixed schedule (--rate per second, the kind drawn from
@@ -375,6 +376,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--connections", type=int, default=64, help="the client's connection pool")
     ap.add_argument("--text", default=loadgen.DEFAULT_TEXT, help="the echo message")
     ap.add_argument("--seed", type=int, default=1, help="the RNG drawing each operation's kind")
+    ap.add_argument("--config", type=Path, default=None,
+                    help="a parley.toml for the server (with `[server] builtin_agents = true`: the soak needs echo "
+                         "and interviewer), e.g. bench/soak-retention.toml")
     args = ap.parse_args(argv)
     if args.seconds is None:
         args.seconds = args.minutes * 60
@@ -404,7 +408,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"# soak {stamp}: {args.seconds:g} s at {args.rate:g} ops/s ("
           f"{', '.join(f'{k} {w / total:.0%}' for k, w in mix.items())}); {env['nproc']} cores, {env['cpu_model']}, "
           f"load {env['loadavg_start']}; server in {tmp}", flush=True)
-    server = start_parley("soak", tmp)
+    server = start_parley("soak", tmp, config=args.config)
     runner = asyncio.run
     try:
         import uvloop

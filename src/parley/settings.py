@@ -148,6 +148,7 @@ class RetentionSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     max_age_days: float | None = 30.0  # finished longer ago than this: removed (None: no age limit)
     max_finished: int | None = 100_000  # at most this many finished tasks, the newest (None: no count limit)
     interval_seconds: float = 60.0  # how often the job runs
+    changes_minutes: float = 60.0  # the change feed (the dashboard's live view) keeps this long
 
     def problems(self) -> list[tuple[str, str]]:
         found = []
@@ -157,6 +158,8 @@ class RetentionSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
             found.append(("retention.max_finished", "must be 0 or more (leave it out for no count limit)"))
         if self.interval_seconds <= 0:
             found.append(("retention.interval_seconds", "must be positive"))
+        if self.changes_minutes <= 0:
+            found.append(("retention.changes_minutes", "must be positive"))
         return found
 
 

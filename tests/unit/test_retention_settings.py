@@ -24,14 +24,17 @@ def test_the_documented_defaults_are_the_defaults() -> None:
 
 
 def test_bad_values_are_named() -> None:
-    settings = Settings(retention=RetentionSettings(max_age_days=0, max_finished=-1, interval_seconds=0))
+    settings = Settings(retention=RetentionSettings(max_age_days=0, max_finished=-1, interval_seconds=0,
+                                                    changes_minutes=0))
     assert [key for key, _ in settings.problems()] == [
-        "retention.max_age_days", "retention.max_finished", "retention.interval_seconds"]
+        "retention.max_age_days", "retention.max_finished", "retention.interval_seconds", "retention.changes_minutes"]
 
 
 def test_the_retention_a_pass_uses() -> None:
     defaults = retention_of(RetentionSettings(), now=100 * DAY)
     assert (defaults.finished_before, defaults.keep_finished) == (70 * DAY, 100_000)
+    assert defaults.changes_before == 100 * DAY - 3600  # the change feed: an hour
+    assert retention_of(RetentionSettings(changes_minutes=5), now=100 * DAY).changes_before == 100 * DAY - 300
     overridden = retention_of(RetentionSettings(), now=100 * DAY, max_age_days=1, max_finished=5)
     assert (overridden.finished_before, overridden.keep_finished) == (99 * DAY, 5)
     off = retention_of(RetentionSettings(max_age_days=None, max_finished=None), now=100 * DAY)

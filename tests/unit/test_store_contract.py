@@ -678,6 +678,17 @@ async def test_prune_trims_the_change_feed_and_positions_keep_growing(store: Tas
     assert [c.task_id for c in await store.changes_after(before[-1].position)] == ["c", "c", "c"]
 
 
+async def test_prune_keeps_the_change_feed_as_long_as_retention_says(store: TaskStore) -> None:
+    """`[server.retention] changes_minutes` (Retention.changes_before) replaces the default hour: rows before it
+    go, later ones stay, and the newest row always stays."""
+    await finished_task(store, "a", 1000.0)
+    await finished_task(store, "b", 5000.0)
+    await store.prune(Retention(changes_before=4998.0), now=5001.0)  # an hour would keep "a" too
+    assert [(c.task_id, c.seq) for c in await store.changes_after(0)] == [("b", 1), ("b", 2), ("b", 3)]
+    await store.prune(Retention(changes_before=1e9), now=5001.0)
+    assert [(c.task_id, c.seq) for c in await store.changes_after(0)] == [("b", 3)]
+
+
 # --- SQLite: one process, reopening, migrations ------------------------------------------------------------------------
 
 

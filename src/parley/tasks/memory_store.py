@@ -16,7 +16,6 @@ from parley.protocol import models as m
 from parley.protocol.states import is_terminal
 from parley.tasks.log import Entry
 from parley.tasks.store import (
-    CHANGES_KEPT_SECONDS,
     Change,
     Commit,
     DeliveryAttempt,
@@ -167,7 +166,7 @@ class MemoryTaskStore(TaskStore):
                 break
             self._forget(oldest.task.id)
             removed += 1
-        cutoff = now - CHANGES_KEPT_SECONDS
+        cutoff = retention.changes_cutoff(now)
         self._trim_changes(next((i for i, c in enumerate(self._changes) if c.at >= cutoff), len(self._changes)))
         return removed
 

@@ -33,7 +33,6 @@ from parley.protocol import models as m
 from parley.tasks.entry_codec import decode_entry, encode_event
 from parley.tasks.log import Entry
 from parley.tasks.store import (
-    CHANGES_KEPT_SECONDS,
     TERMINAL_SQL,
     TRIM_CHANGES,
     Change,
@@ -335,7 +334,7 @@ class PostgresTaskStore(PostgresTables, TaskStore):
                                       ("checkpoints", "task_id"), ("task_links", "parent_task_id"),
                                       ("push_outbox", "task_id"), ("push_configs", "task_id"), ("tasks", "id")):
                     await conn.execute(f"DELETE FROM {table} WHERE {column} = ANY($1::text[])", batch)
-            await conn.execute(_TRIM_CHANGES, now - CHANGES_KEPT_SECONDS)
+            await conn.execute(_TRIM_CHANGES, retention.changes_cutoff(now))
         return len(batch)
 
     # --- reading ---------------------------------------------------------------------------------

@@ -29,7 +29,8 @@ def retention_of(settings: RetentionSettings, now: float, *, max_age_days: float
     """The Retention the settings (or the given overrides) ask for at `now`."""
     age = max_age_days if max_age_days is not None else settings.max_age_days
     count = max_finished if max_finished is not None else settings.max_finished
-    return Retention(finished_before=now - age * DAY if age is not None else None, keep_finished=count)
+    return Retention(finished_before=now - age * DAY if age is not None else None, keep_finished=count,
+                     changes_before=now - settings.changes_minutes * 60.0)
 
 
 async def prune(store: TaskStore, retention: Retention, *, now: float | None = None, batch: int = BATCH,

@@ -35,7 +35,6 @@ import msgspec
 from parley.protocol import models as m
 from parley.tasks.log import Entry
 from parley.tasks.store import (
-    CHANGES_KEPT_SECONDS,
     TERMINAL_SQL,
     TRIM_CHANGES,
     Change,
@@ -570,7 +569,7 @@ class SqliteTaskStore(TaskStore):
                                       ("task_links", "parent_task_id"), ("push_outbox", "task_id"),
                                       ("push_configs", "task_id"), ("tasks", "id")):
                     db.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", batch)
-            db.execute(TRIM_CHANGES, (now - CHANGES_KEPT_SECONDS,))
+            db.execute(TRIM_CHANGES, (retention.changes_cutoff(now),))
         return len(ids)
 
     def _prunable(self, retention: Retention, limit: int) -> list[str]:

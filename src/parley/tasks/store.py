@@ -407,7 +407,7 @@ class TaskStore(ABC):
     async def prune(self, retention: Retention, *, now: float, limit: int = 200) -> int:
         """Remove up to `limit` finished tasks that `retention` lets go, each with everything kept for it (log,
         idempotency keys, checkpoint, links, push configs, notifications and their attempts), in one transaction;
-        and change-feed rows older than CHANGES_KEPT_SECONDS. Returns how many tasks were removed (call again
+        and change-feed rows older than `retention.changes_cutoff(now)`. Returns how many tasks were removed (call again
         while it returns `limit`)."""
 
     def may_notify(self, task_id: str) -> bool:
@@ -451,10 +451,15 @@ class Retention:
 
     finished_before: float | None = None
     keep_finished: int | None = None
+    changes_before: float | None = None  # change-feed rows older than this go (None: older than CHANGES_KEPT_SECONDS)
 
     @property
     def limited(self) -> bool:
         return self.finished_before is not None or self.keep_finished is not None
+
+    def changes_cutoff(self, now: float) -> float:
+        """The time before which a prune at `now` drops change-feed rows (the newest row always stays)."""
+        return self.changes_before if self.changes_before is not None else now - CHANGES_KEPT_SECONDS
 
 
 TERMINAL_SQL = "(" + ", ".join(f"'{s.value}'" for s in sorted(TERMINAL, key=lambda s: s.value)) + ")"
