@@ -39,3 +39,28 @@ def test_the_retention_a_pass_uses() -> None:
     assert (overridden.finished_before, overridden.keep_finished) == (99 * DAY, 5)
     off = retention_of(RetentionSettings(max_age_days=None, max_finished=None), now=100 * DAY)
     assert not off.limited
+
+
+async def test_the_job_trims_the_change_feed_with_both_task_limits_off() -> None:
+    """`changes_minutes` holds even when no finished task is ever removed (docs/operations.md, "Retention")."""
+    import asyncio
+
+    from test_store_contract import finished_task
+
+    from parley.tasks.memory_store import MemoryTaskStore
+    from parley.tasks.retention import Pruner
+
+    store = MemoryTaskStore(keep_finished=None)
+    await finished_task(store, "a", 1000.0)
+    await finished_task(store, "b", 5000.0)
+    settings = RetentionSettings(max_age_days=None, max_finished=None, interval_seconds=0.001, changes_minutes=1)
+    pruner = Pruner(store, settings, clock=lambda: 1e9)
+    pruner.start()
+    try:
+        async with asyncio.timeout(10):
+            while len(await store.changes_after(0)) > 1:
+                await asyncio.sleep(0.01)
+    finally:
+        await pruner.stop()
+    assert [(c.task_id, c.seq) for c in await store.changes_after(0)] == [("b", 3)]
+    assert await store.get("a") is not None  # no task limit: every task stays

@@ -58,9 +58,8 @@ class Pruner:
         self._job: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        """Run in the background, unless both limits are off."""
-        if retention_of(self.settings, self.clock()).limited:
-            self._job = asyncio.create_task(self._run(), name="parley-retention")
+        """Run in the background (always: with both task limits off, it still trims the change feed)."""
+        self._job = asyncio.create_task(self._run(), name="parley-retention")
 
     async def stop(self) -> None:
         if self._job is not None:
