@@ -16,7 +16,8 @@
     GET  /, /ui/...                          the web dashboard (parley.web.dashboard; [server.dashboard] path)
 
 Every A2A request goes through the runtime's request pipeline; this module only
-routes, and turns URLs into agent ids and agent URLs.
+routes, and turns URLs into agent ids and agent URLs. The JSON-RPC POSTs are routed
+by parley.server.rpc_door, ahead of Starlette's router.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from parley.server.pipeline import AgentUrl, Call
 from parley.server.rest import RestEndpoint
 from parley.server.rest_base import is_v03_path
 from parley.server.rest_v03 import RestV03Endpoint
+from parley.server.rpc_door import JsonRpcDoor
 from parley.server.service import PushLogRequest, TraceRequest
 from parley.server.urls import agent_url, base_url
 from parley.telemetry import hooks as telemetry
@@ -84,12 +86,11 @@ class HttpServer:
         return Response(error_body(None, self._no_agent(agent_id), "0.3"), status_code=404,
                         media_type="application/json")
 
-    async def rpc_default(self, request: Request) -> Response:
-        agent_id = self.runtime.default_agent
-        return await self.jsonrpc.handle(request, agent_id, lambda: self.agent_url(request, agent_id, root=True))
-
-    async def rpc_agent(self, request: Request) -> Response:
-        agent_id = request.path_params["agent_id"]
+    async def rpc(self, request: Request, agent_id: str | None) -> Response:
+        """A JSON-RPC POST to an agent (None: the default agent, at `/`); routed by parley.server.rpc_door."""
+        if agent_id is None:
+            default = self.runtime.default_agent
+            return await self.jsonrpc.handle(request, default, lambda: self.agent_url(request, default, root=True))
         if agent_id not in self.runtime.agents:
             return self._unknown_agent(agent_id)
         return await self.jsonrpc.handle(request, agent_id, lambda: self.agent_url(request, agent_id))
@@ -252,11 +253,8 @@ def create_app(runtime: Runtime) -> Starlette:
     server = HttpServer(runtime)
     admin = AdminApi(runtime)
     routes = [
-        Route("/", server.rpc_default, methods=["POST"]),
         Route("/.well-known/agent-card.json", server.card_default, methods=["GET"]),
         Route("/.well-known/agent.json", server.card_default, methods=["GET"]),
-        Route("/a2a/{agent_id}", server.rpc_agent, methods=["POST"]),
-        Route("/a2a/{agent_id}/", server.rpc_agent, methods=["POST"]),
         Route("/a2a/{agent_id}/.well-known/agent-card.json", server.card_agent, methods=["GET"]),
         Route("/a2a/{agent_id}/.well-known/agent.json", server.card_agent, methods=["GET"]),
         Route("/agents", server.list_agents, methods=["GET"]),
@@ -278,6 +276,8 @@ def create_app(runtime: Runtime) -> Starlette:
     ]
     starlette = Starlette(routes=routes, lifespan=server.lifespan)
     starlette.state.parley = runtime
-    # telemetry (parley.telemetry): request middleware, engine listener/observer; nothing when it is off
+    starlette.add_middleware(JsonRpcDoor, handle=server.rpc)  # POST / and /a2a/{agent_id}: JSON-RPC
+    # telemetry (parley.telemetry): request middleware (outside the JSON-RPC door: added after it), engine
+    # listener/observer; nothing when it is off
     telemetry.instrument(starlette, runtime)
     return starlette

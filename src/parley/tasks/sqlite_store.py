@@ -340,17 +340,17 @@ class SqliteTaskStore(TaskStore):
         try:
             db.execute("BEGIN IMMEDIATE")
             try:
-                for pending in batch:
-                    db.execute("SAVEPOINT one")
-                    try:
-                        self._apply(pending)
-                    except (SequenceConflict, DuplicateMessage) as refused:  # this commit alone is undone
-                        db.execute("ROLLBACK TO one")
-                        outcomes.append(refused)
-                    else:
-                        outcomes.append(None)
-                    db.execute("RELEASE one")
-                db.execute("COMMIT")  # the change-feed rows were written by a trigger on tasks
+                if len(batch) == 1:  # alone, it needs no savepoint: a refusal rolls the transaction back
+                    outcomes.append(self._try_apply(batch[0]))
+                else:
+                    for pending in batch:
+                        db.execute("SAVEPOINT one")
+                        outcomes.append(self._try_apply(pending))
+                        if outcomes[-1] is not None:  # this commit alone is undone
+                            db.execute("ROLLBACK TO one")
+                        db.execute("RELEASE one")
+                # the change-feed rows were written by a trigger on tasks
+                db.execute("ROLLBACK" if len(batch) == 1 and outcomes[0] is not None else "COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
                 raise
@@ -361,6 +361,14 @@ class SqliteTaskStore(TaskStore):
                 pending.done.set_result(None)
             else:
                 pending.done.set_exception(outcome)
+
+    def _try_apply(self, pending: _Pending) -> SequenceConflict | DuplicateMessage | None:
+        """Apply one commit; its refusal, if refused (the caller then undoes what it wrote)."""
+        try:
+            self._apply(pending)
+        except (SequenceConflict, DuplicateMessage) as refused:
+            return refused
+        return None
 
     def _apply(self, pending: _Pending) -> None:
         """The statements of one commit, inside the group transaction."""
