@@ -4,7 +4,9 @@ The store contract is tested in test_store_contract.py."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import gc
 
 import pytest
 
@@ -13,11 +15,15 @@ from parley.protocol.codec import copy
 from parley.protocol.errors import InvalidParamsError
 from parley.tasks.log import Entry, apply, now_iso, trim_history
 from parley.tasks.log import fold as log_fold
+from parley.tasks.memory_store import MemoryTaskStore
 from parley.tasks.store import (
+    Commit,
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
     decode_cursor,
     encode_cursor,
+    MessageKey,
+    TaskRecord,
     make_query,
 )
 
@@ -409,3 +415,50 @@ def test_page_token_rejection(token: str) -> None:
     with pytest.raises(InvalidParamsError) as info:
         query(m.ListTasksRequest(page_token=token))
     assert info.value.code == -32602 and "pageToken" in info.value.message
+
+
+# --- what the garbage collector walks ----------------------------------------------------------------------
+
+
+def test_log_entries_and_protocol_models_are_not_walked_by_the_garbage_collector() -> None:
+    """Entries and the models they hold are plain data without reference cycles: untracked, a full
+    collection does not walk them (see the next test for why that matters)."""
+    entry = Entry(3, status(S.COMPLETED, "done"))
+    assert not gc.is_tracked(entry)
+    assert not gc.is_tracked(entry.event)
+    assert not gc.is_tracked(new_task())
+    assert not gc.is_tracked(m.Part(text="x"))
+
+
+def test_a_finished_task_kept_in_memory_adds_few_objects_for_the_garbage_collector() -> None:
+    """`--memory` keeps up to 10,000 finished tasks. A full collection walks every tracked object, and
+    pauses the server meanwhile: with each echo task's ~37 tracked objects it took 40-75 ms on the bench
+    VM, every couple of seconds under load (bench/RESULTS.md). Now an echo-shaped task (creation, the
+    user's message, working, an artifact, completed) leaves fewer than 16."""
+
+    async def keep(n: int) -> MemoryTaskStore:
+        store = MemoryTaskStore(keep_finished=None)
+        for i in range(n):
+            tid = f"t{i}"
+            first = m.Message(message_id=f"u{i}", role=m.Role.USER, parts=[m.Part(text="hello")],
+                              task_id=tid, context_id="c1")
+            created = new_task(tid, first=first)
+            entries = [Entry(1, created), Entry(2, status(S.WORKING, task_id=tid)),
+                       Entry(3, m.TaskArtifactUpdateEvent(task_id=tid, context_id="c1",
+                                                          artifact=m.Artifact(artifact_id="a", parts=[m.Part(text="hello")]))),
+                       Entry(4, status(S.COMPLETED, task_id=tid))]
+            snapshot = created
+            for e in entries[1:]:
+                snapshot = apply(snapshot, e)
+            record = TaskRecord(task=created, agent_id="echo", owner="anonymous", seq=0, updated_at=1.0)
+            await store.commit(Commit(task_id=tid, expected_seq=0, entries=entries, snapshot=snapshot,
+                                      updated_at=1.0, record=record,
+                                      message=MessageKey("echo", "anonymous", f"u{i}", "f")))
+        return store
+
+    gc.collect()
+    before = len(gc.get_objects())
+    store = asyncio.run(keep(500))
+    gc.collect()
+    per_task = (len(gc.get_objects()) - before) / 500
+    assert store is not None and per_task < 16, per_task

@@ -38,8 +38,13 @@ class Role(str, enum.Enum):
     AGENT = "ROLE_AGENT"
 
 
-class Base(Struct, omit_defaults=True, rename="camel", forbid_unknown_fields=False):
-    """Common struct options: camelCase on the wire, defaults omitted."""
+class Base(Struct, omit_defaults=True, rename="camel", forbid_unknown_fields=False, gc=False):
+    """Common struct options: camelCase on the wire, defaults omitted.
+
+    `gc=False`: the garbage collector does not track them. They are plain data and form no reference cycles
+    (a model never refers back to one that holds it), and a server keeps many of them: the memory store's
+    finished tasks made every full collection pause it for 40-75 ms (bench/RESULTS.md). Do not put a model
+    inside its own metadata: such a cycle would never be collected."""
 
 
 class Part(Base):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -22,9 +21,13 @@ from parley.protocol.codec import copy
 EntryKind = Literal["task", "message", "status", "artifact"]
 
 
-@dataclass(slots=True)
-class Entry:
-    """One log entry: `seq` is 1-based and strictly increasing per task."""
+class Entry(msgspec.Struct):
+    """One log entry: `seq` is 1-based and strictly increasing per task.
+
+    A msgspec struct rather than a dataclass: holding only untracked values (a number, and a protocol model:
+    see parley.protocol.models), it is not tracked by the garbage collector either, so a store keeping many
+    tasks in memory does not make every full collection walk all of their entries.
+    """
 
     seq: int
     event: m.Task | m.Message | m.TaskStatusUpdateEvent | m.TaskArtifactUpdateEvent
