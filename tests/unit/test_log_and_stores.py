@@ -17,13 +17,13 @@ from parley.tasks.log import Entry, apply, now_iso, trim_history
 from parley.tasks.log import fold as log_fold
 from parley.tasks.memory_store import MemoryTaskStore
 from parley.tasks.store import (
-    Commit,
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
-    decode_cursor,
-    encode_cursor,
+    Commit,
     MessageKey,
     TaskRecord,
+    decode_cursor,
+    encode_cursor,
     make_query,
 )
 

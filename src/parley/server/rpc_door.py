@@ -29,9 +29,7 @@ def rpc_agent_of(path: str) -> str | None:
         return ""
     if not path.startswith(AGENT_PREFIX):
         return None
-    agent_id = path[len(AGENT_PREFIX):]
-    if agent_id.endswith("/"):
-        agent_id = agent_id[:-1]
+    agent_id = path[len(AGENT_PREFIX):].removesuffix("/")
     return agent_id if agent_id and "/" not in agent_id else None
 
 
