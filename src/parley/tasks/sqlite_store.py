@@ -28,6 +28,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -208,7 +209,7 @@ _KINDS: dict[str, type] = {
     "artifact": m.TaskArtifactUpdateEvent,
 }
 _RECORD = "agent_id, owner, snapshot, seq, created_at, updated_at, parent_task_id"
-WAL_LIMIT_BYTES = 16 * 1024 * 1024  # past this the WAL is emptied at the next checkpoint round (and cut back to it)
+WAL_LIMIT_BYTES = 16 * 1024 * 1024  # past this much content the WAL starts over at the next checkpoint round
 _BATCH = 500  # ids per statement (SQLite's parameter limit is 999 on old builds)
 log = logging.getLogger("parley.sqlite")
 _enc = msgspec.json.Encoder()
@@ -245,6 +246,7 @@ class SqliteTaskStore(TaskStore):
         self._lock: ProcessLock | None = None
         self._checkpointer: WalCheckpointer | None = None
         self._queue: list[_Pending] = []  # commits for the next group write
+        self._loop: asyncio.AbstractEventLoop | None = None  # the writer's: where the checkpointer resumes it
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self._lock = ProcessLock.acquire(self.path)
@@ -264,8 +266,9 @@ class SqliteTaskStore(TaskStore):
             # Commits in WAL mode with synchronous=NORMAL do not fsync; checkpoints do. They run on
             # a thread of their own so that the event loop never waits for the disk.
             self._db.execute("PRAGMA wal_autocheckpoint=0")
-            self._db.execute(f"PRAGMA journal_size_limit={int(wal_limit_bytes)}")
-            self._checkpointer = WalCheckpointer(self.path, wal_checkpoint_seconds, wal_limit_bytes)
+            self._db.execute(f"PRAGMA journal_size_limit={wal_file_limit(wal_limit_bytes)}")
+            self._checkpointer = WalCheckpointer(self.path, wal_checkpoint_seconds, wal_limit_bytes,
+                                                 after_hold=self._resume_writes)
 
     def _migrate(self) -> None:
         """Create the schema, or bring an older one up to SCHEMA_VERSION."""
@@ -305,12 +308,13 @@ class SqliteTaskStore(TaskStore):
         """Queue the commit for the next group write (one transaction for every commit queued in the same
         event-loop turn, each in a savepoint of its own) and wait until it is written or refused."""
         check_commit(commit)
+        self._loop = loop = asyncio.get_running_loop()
         pending = _Pending(commit, _enc.encode(commit.snapshot),  # now: the caller goes on with its own copy
                            [(commit.task_id, e.seq, e.kind, _enc.encode(e.event)) for e in commit.entries],
-                           asyncio.get_running_loop().create_future())
+                           loop.create_future())
         self._queue.append(pending)
         if len(self._queue) == 1:
-            asyncio.get_running_loop().call_soon(self._write_queue)
+            loop.call_soon(self._write_queue)
         try:
             await pending.done
         except asyncio.CancelledError:
@@ -326,13 +330,30 @@ class SqliteTaskStore(TaskStore):
         pending.done.result()
 
     def _write_queue(self) -> None:
-        """Write every queued commit in one transaction (synchronously, on the event loop)."""
+        """Write every queued commit in one transaction (synchronously, on the event loop), unless a
+        checkpoint holds SQLite's writer lock (see WalCheckpointer.gate)."""
         if not self._queue:
             return
-        if self._checkpointer is not None and self._checkpointer.truncating:
-            # The checkpointer holds the writer lock for a moment: wait for it without blocking the loop.
-            asyncio.get_running_loop().call_later(0.001, self._write_queue)
-            return
+        checkpointer = self._checkpointer
+        if checkpointer is None:
+            self._write_batch()
+        elif checkpointer.gate.acquire(blocking=False):
+            try:
+                self._write_batch()
+            finally:
+                checkpointer.gate.release()
+        # else a checkpoint holds the writer lock: the commits stay queued (the loop goes on), and the
+        # checkpointer calls _resume_writes when it is done
+
+    def _resume_writes(self) -> None:
+        """Called on the checkpointer's thread after it held the writer lock: write what queued meanwhile."""
+        loop = self._loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: nothing is waiting any more
+                loop.call_soon_threadsafe(self._write_queue)
+
+    def _write_batch(self) -> None:
+        """Every queued commit in one transaction; each hears of its outcome."""
         batch = [p for p in self._queue if not p.done.cancelled()]
         self._queue = []
         db = self._db
@@ -727,12 +748,21 @@ class ProcessLock:
         os.close(self.fd)
 
 
+def wal_file_limit(limit: int) -> int:
+    """The size a WAL file is cut back to when it starts over (`journal_size_limit`): twice the content at
+    which a checkpoint round starts it over, so that in steady use it is reused and never cut."""
+    return 2 * int(limit)
+
+
 class WalCheckpointer:
     """Keeps the WAL small, on a daemon thread: every `interval` seconds a PASSIVE checkpoint copies what it
-    can into the database file without blocking anyone. Past `limit` bytes a RESTART checkpoint (which holds
-    the writer for the moment it takes to copy the last frames, about 2 ms) makes the next commit write the
-    WAL from its start, and `journal_size_limit` cuts the file back to `limit`; when the writer was idle for
-    a round, a TRUNCATE empties the file.
+    can into the database file without blocking anyone. Once the WAL holds more than `limit` bytes of frames,
+    a RESTART checkpoint (which holds the writer for the moment it takes to copy the last frames and sync
+    the database file: 2 ms on one machine, 4-5 ms on a slower disk) makes the next commit write the WAL
+    from its start, reusing the file: it is not cut back (`journal_size_limit` is twice `limit`, a backstop
+    after a burst), since truncating and growing it again cost the writer 3-4 ms each time on the slower
+    machine (bench/RESULTS.md). When the writer was idle for a round, a TRUNCATE empties the file. Commits
+    wait for those two without blocking the event loop (`gate`).
 
     Under steady writes a PASSIVE checkpoint never catches up with the end of the WAL, and SQLite only
     starts the WAL over once one has: without the RESTART it grows without bound (4 GB after 50,000 sends
@@ -740,15 +770,22 @@ class WalCheckpointer:
     long (it syncs and truncates the file): commits waited 12-15 ms at the 99th percentile.
     """
 
-    def __init__(self, path: str, interval: float = 0.25, limit: int = WAL_LIMIT_BYTES) -> None:
+    def __init__(self, path: str, interval: float = 0.25, limit: int = WAL_LIMIT_BYTES, *,
+                 after_hold: Callable[[], None] | None = None) -> None:
         self.path = path
+        self.after_hold = after_hold
         self.wal = path + "-wal"
         self.interval = interval
         self.limit = limit
         self.restarts = 0  # how many RESTART checkpoints started the WAL over (tests, logs)
         self.truncations = 0  # how many TRUNCATE checkpoints emptied the WAL (tests, logs)
-        self.truncating = False  # set while a checkpoint holds the writer lock: the store's writer waits, off the loop
+        # Held by the store's writer for each group write, and by this thread for a checkpoint that takes
+        # SQLite's writer lock: neither waits for the other inside SQLite, whose busy handler sleeps 1, 2, 5,
+        # 10 ms and more between tries. A writer that finds it taken leaves its commits queued (the event
+        # loop goes on) and `after_hold` has them written when the checkpoint is done.
+        self.gate = threading.Lock()
         self._version: int | None = None
+        self._frame_bytes = 4096 + 24  # a WAL frame: a page and its header (connect reads the page size)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="parley-wal-checkpoint", daemon=True)
         self._thread.start()
@@ -757,7 +794,8 @@ class WalCheckpointer:
         """The checkpointing connection (its own: the writer's stays on the event loop)."""
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         db.execute("PRAGMA busy_timeout=5000")
-        db.execute(f"PRAGMA journal_size_limit={int(self.limit)}")
+        db.execute(f"PRAGMA journal_size_limit={wal_file_limit(self.limit)}")
+        self._frame_bytes = db.execute("PRAGMA page_size").fetchone()[0] + 24
         return db
 
     def _loop(self) -> None:
@@ -771,18 +809,18 @@ class WalCheckpointer:
 
     def round(self, db: sqlite3.Connection) -> None:
         """One checkpoint round (see the class docstring)."""
-        self._checkpoint(db, "PASSIVE")
+        frames = self._passive(db)
         version = db.execute("PRAGMA data_version").fetchone()[0]  # changes when another connection commits
         idle, self._version = version == self._version, version
         size = self._wal_size()
-        mode = "RESTART" if size > self.limit else "TRUNCATE" if idle and size > 0 else None
+        used = frames * self._frame_bytes if frames >= 0 else size  # the file may be larger: it is reused
+        mode = "RESTART" if used > self.limit else "TRUNCATE" if idle and size > 0 else None
         if mode is None:
             return
-        self.truncating = True
-        try:
+        with self.gate:
             done = self._checkpoint(db, mode)
-        finally:
-            self.truncating = False
+        if self.after_hold is not None:
+            self.after_hold()
         if done and mode == "RESTART":
             self.restarts += 1
         elif done and self._wal_size() == 0:
@@ -793,6 +831,16 @@ class WalCheckpointer:
             return os.path.getsize(self.wal)
         except OSError:
             return 0
+
+    @staticmethod
+    def _passive(db: sqlite3.Connection) -> int:
+        """A PASSIVE checkpoint; the number of frames in the WAL since it last started over (-1: unknown)."""
+        try:
+            _, frames, _ = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error as exc:  # busy or locked: the next round catches up
+            log.debug("WAL checkpoint (PASSIVE) skipped: %s", exc)
+            return -1
+        return frames
 
     @staticmethod
     def _checkpoint(db: sqlite3.Connection, mode: str) -> bool:
