@@ -306,7 +306,8 @@ class SqliteTaskStore(TaskStore):
 
     async def commit(self, commit: Commit) -> None:
         """Queue the commit for the next group write (one transaction for every commit queued in the same
-        event-loop turn, each in a savepoint of its own) and wait until it is written or refused."""
+        event-loop turn, each in a savepoint of its own when there are several) and wait until it is written
+        or refused."""
         check_commit(commit)
         self._loop = loop = asyncio.get_running_loop()
         pending = _Pending(commit, _enc.encode(commit.snapshot),  # now: the caller goes on with its own copy
@@ -758,7 +759,7 @@ class WalCheckpointer:
     """Keeps the WAL small, on a daemon thread: every `interval` seconds a PASSIVE checkpoint copies what it
     can into the database file without blocking anyone. Once the WAL holds more than `limit` bytes of frames,
     a RESTART checkpoint (which holds the writer for the moment it takes to copy the last frames and sync
-    the database file: 2 ms on one machine, 4-5 ms on a slower disk) makes the next commit write the WAL
+    the database file: 2 ms on one machine, 7-9 ms on the bench VM's slower disk) makes the next commit write the WAL
     from its start, reusing the file: it is not cut back (`journal_size_limit` is twice `limit`, a backstop
     after a burst), since truncating and growing it again cost the writer 3-4 ms each time on the slower
     machine (bench/RESULTS.md). When the writer was idle for a round, a TRUNCATE empties the file. Commits
