@@ -3,14 +3,17 @@ the key and the reason (docs/operations.md, "Retention")."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import tomllib
 from pathlib import Path
 
 import msgspec
+from test_store_contract import finished_task
 
 from parley.settings import RetentionSettings, Settings
-from parley.tasks.retention import DAY, retention_of
+from parley.tasks.memory_store import MemoryTaskStore
+from parley.tasks.retention import DAY, Pruner, retention_of
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 
@@ -38,18 +41,11 @@ def test_the_retention_a_pass_uses() -> None:
     overridden = retention_of(RetentionSettings(), now=100 * DAY, max_age_days=1, max_finished=5)
     assert (overridden.finished_before, overridden.keep_finished) == (99 * DAY, 5)
     off = retention_of(RetentionSettings(max_age_days=None, max_finished=None), now=100 * DAY)
-    assert not off.limited
+    assert (off.finished_before, off.keep_finished) == (None, None)  # no task is removed
 
 
 async def test_the_job_trims_the_change_feed_with_both_task_limits_off() -> None:
     """`changes_minutes` holds even when no finished task is ever removed (docs/operations.md, "Retention")."""
-    import asyncio
-
-    from test_store_contract import finished_task
-
-    from parley.tasks.memory_store import MemoryTaskStore
-    from parley.tasks.retention import Pruner
-
     store = MemoryTaskStore(keep_finished=None)
     await finished_task(store, "a", 1000.0)
     await finished_task(store, "b", 5000.0)

@@ -10,12 +10,14 @@ by hand here (the store's own thread waits an hour).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from parley.protocol import models as m
 from parley.tasks.log import Entry
-from parley.tasks.sqlite_store import SqliteTaskStore
+from parley.tasks.sqlite_store import SqliteTaskStore, WalCheckpointer
 from parley.tasks.store import TaskRecord
 
 LIMIT = 2 * 1024 * 1024  # a commit here writes about 40 KB of WAL pages
@@ -34,6 +36,27 @@ async def write(store: SqliteTaskStore, start: int, n: int) -> None:
                                       updated_at=1.0), Entry(1, t))
 
 
+@contextlib.asynccontextmanager
+async def driven(path: Path) -> AsyncIterator[tuple[SqliteTaskStore, WalCheckpointer, sqlite3.Connection]]:
+    """A store whose checkpoint rounds the test drives by hand (its own thread waits an hour), and the
+    checkpointing connection to drive them with."""
+    store = SqliteTaskStore(path, wal_checkpoint_seconds=3600, wal_limit_bytes=LIMIT)
+    checkpointer = store._checkpointer
+    assert checkpointer is not None
+    side = checkpointer.connect()
+    try:
+        checkpointer.round(side)  # the first round only learns the writer's version
+        yield store, checkpointer, side
+    finally:
+        side.close()
+        await store.close()
+
+
+def wal_size(path: Path) -> int:
+    wal = Path(str(path) + "-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
 def frames_in_wal(db: sqlite3.Connection) -> int:
     """The frames written to the WAL since it last started over (what a PASSIVE checkpoint reports)."""
     return db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
@@ -44,12 +67,7 @@ async def test_a_wal_file_in_steady_use_is_reused_not_cut_back(tmp_path: Path) -
     again cost the writer 3-4 ms each time on the bench VM (bench/RESULTS.md). Its content, not its size,
     decides when a round starts it over."""
     path = tmp_path / "t.db"
-    store = SqliteTaskStore(path, wal_checkpoint_seconds=3600, wal_limit_bytes=LIMIT)
-    checkpointer = store._checkpointer
-    assert checkpointer is not None
-    side = checkpointer.connect()
-    try:
-        checkpointer.round(side)
+    async with driven(path) as (store, checkpointer, side):
         n = 0
         while wal_size(path) <= LIMIT:  # just past the limit (no checkpoint meanwhile)
             await write(store, n, 1)
@@ -62,24 +80,11 @@ async def test_a_wal_file_in_steady_use_is_reused_not_cut_back(tmp_path: Path) -
         assert wal_size(path) == size  # written from the file's start, and the file kept
         checkpointer.round(side)  # the file is past the limit, but what it holds is not: no new start-over
         assert checkpointer.restarts == 1
-    finally:
-        side.close()
-        await store.close()
-
-
-def wal_size(path: Path) -> int:
-    wal = Path(str(path) + "-wal")
-    return wal.stat().st_size if wal.exists() else 0
 
 
 async def test_a_wal_past_its_limit_starts_over_is_emptied_when_idle_and_nothing_is_lost(tmp_path: Path) -> None:
     path = tmp_path / "t.db"
-    store = SqliteTaskStore(path, wal_checkpoint_seconds=3600, wal_limit_bytes=LIMIT)
-    checkpointer = store._checkpointer
-    assert checkpointer is not None
-    side = checkpointer.connect()
-    try:
-        checkpointer.round(side)  # the first round only learns the writer's version
+    async with driven(path) as (store, checkpointer, side):
         await write(store, 0, 150)  # writes the checkpoints did not keep up with: a burst past twice the limit
         assert wal_size(path) > 2 * LIMIT
         checkpointer.round(side)  # past the limit: started over although the writer is busy ...
@@ -92,9 +97,6 @@ async def test_a_wal_past_its_limit_starts_over_is_emptied_when_idle_and_nothing
         assert (checkpointer.restarts, checkpointer.truncations) == (1, 0)
         checkpointer.round(side)  # ... until a round finds the writer idle: then the WAL is emptied
         assert (wal_size(path), checkpointer.restarts, checkpointer.truncations) == (0, 1, 1)
-    finally:
-        side.close()
-        await store.close()
     reopened = SqliteTaskStore(path)
     try:
         got = [await reopened.get(f"t{i}") for i in (0, 50, 149, 159)]

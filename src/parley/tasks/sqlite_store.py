@@ -247,6 +247,7 @@ class SqliteTaskStore(TaskStore):
         self._checkpointer: WalCheckpointer | None = None
         self._queue: list[_Pending] = []  # commits for the next group write
         self._loop: asyncio.AbstractEventLoop | None = None  # the writer's: where the checkpointer resumes it
+        self._gate = threading.Lock()  # the checkpointer's (WalCheckpointer.gate) once it runs
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self._lock = ProcessLock.acquire(self.path)
@@ -269,6 +270,7 @@ class SqliteTaskStore(TaskStore):
             self._db.execute(f"PRAGMA journal_size_limit={wal_file_limit(wal_limit_bytes)}")
             self._checkpointer = WalCheckpointer(self.path, wal_checkpoint_seconds, wal_limit_bytes,
                                                  after_hold=self._resume_writes)
+            self._gate = self._checkpointer.gate
 
     def _migrate(self) -> None:
         """Create the schema, or bring an older one up to SCHEMA_VERSION."""
@@ -335,16 +337,14 @@ class SqliteTaskStore(TaskStore):
         checkpoint holds SQLite's writer lock (see WalCheckpointer.gate)."""
         if not self._queue:
             return
-        checkpointer = self._checkpointer
-        if checkpointer is None:
+        # A checkpoint holding the writer lock: the commits stay queued (the loop goes on), and the
+        # checkpointer calls _resume_writes when it is done.
+        if not self._gate.acquire(blocking=False):
+            return
+        try:
             self._write_batch()
-        elif checkpointer.gate.acquire(blocking=False):
-            try:
-                self._write_batch()
-            finally:
-                checkpointer.gate.release()
-        # else a checkpoint holds the writer lock: the commits stay queued (the loop goes on), and the
-        # checkpointer calls _resume_writes when it is done
+        finally:
+            self._gate.release()
 
     def _resume_writes(self) -> None:
         """Called on the checkpointer's thread after it held the writer lock: write what queued meanwhile."""

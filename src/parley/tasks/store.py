@@ -453,10 +453,6 @@ class Retention:
     keep_finished: int | None = None
     changes_before: float | None = None  # change-feed rows older than this go (None: older than CHANGES_KEPT_SECONDS)
 
-    @property
-    def limited(self) -> bool:
-        return self.finished_before is not None or self.keep_finished is not None
-
     def changes_cutoff(self, now: float) -> float:
         """The time before which a prune at `now` drops change-feed rows (the newest row always stays)."""
         return self.changes_before if self.changes_before is not None else now - CHANGES_KEPT_SECONDS
