@@ -226,6 +226,8 @@ def serve(
     public_url: str | None = typer.Option(None, help="Base URL clients use, if behind a proxy."),
     max_body_bytes: int | None = typer.Option(None, help="Largest request body accepted (HTTP 413 above) [default: 8 MiB]."),
     log_level: str = typer.Option("info", help="uvicorn log level."),
+    access_log: bool | None = typer.Option(None, "--access-log/--no-access-log", help="A log line per request "
+                                           "(uvicorn's access log) [default: on, or the config's access_log]."),
     grpc_port: int | None = typer.Option(None, "--grpc-port", help="Also serve A2A 1.0 over gRPC on this port."),
     otel: bool | None = typer.Option(None, "--otel/--no-otel", help="OpenTelemetry traces and metrics (parley-a2a[otel]) "
                                         "[default: on when OTEL_TRACES_EXPORTER or OTEL_EXPORTER_OTLP_ENDPOINT is set]."),
@@ -262,7 +264,8 @@ def serve(
         fail(str(exc))
     settings = parley.settings.merged(host=host, port=port, db=MEMORY if memory else db, bus=bus,
                                       public_url=public_url,
-                                      max_body_bytes=max_body_bytes, grpc_port=grpc_port, insecure=insecure or None)
+                                      max_body_bytes=max_body_bytes, grpc_port=grpc_port, insecure=insecure or None,
+                                      access_log=access_log)
     if settings.db is None:
         settings.db = DEFAULT_DB
     if push_allow:
@@ -306,7 +309,7 @@ def serve(
         # Parley reads the forwarded headers itself, from trusted peers only (parley.server.urls).
         # Slow and idle clients are closed (parley.guarded_http): header-read, keep-alive idle and stall timeouts.
         config = uvicorn.Config(asgi, host=settings.host, port=settings.port, log_level=log_level,
-                                proxy_headers=False, timeout_keep_alive=settings.idle_timeout_seconds,
+                                access_log=settings.access_log, proxy_headers=False, timeout_keep_alive=settings.idle_timeout_seconds,
                                 http=guarded_protocol(settings.header_timeout_seconds,
                                                       settings.stall_timeout_seconds), **extra)
         tune_gc()

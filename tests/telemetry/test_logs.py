@@ -142,3 +142,27 @@ def test_parley_serve_log_format_json_with_otel():
     assert access[0]["a2a_method"] == "SendMessage"
     assert len(access[0]["trace_id"]) == 32 and len(access[0]["span_id"]) == 16
     assert "OpenTelemetry on: service json-logs" in "".join(seen)
+
+
+def _sent_and_stopped(*args: str) -> str:
+    """What `parley serve --memory ARGS` logged for one SendMessage, up to its exit."""
+    proc, url, seen = _serve("--log-level", "info", *args)
+    try:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                "params": {"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}}
+        resp = httpx.post(f"{url}/a2a/echo", json=body, headers={"A2A-Version": "1.0"}, timeout=30)
+        assert resp.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    finally:
+        proc.terminate()
+        out, rest = proc.communicate(timeout=20)
+    return "".join(seen) + rest + out  # uvicorn writes its access lines to stdout
+
+
+def test_parley_serve_logs_each_request_unless_told_not_to():
+    """docs/operations.md, "Performance": the access log is on by default; `--no-access-log` turns it off
+    and leaves the server's other lines (start-up, shutdown) as they were."""
+    with_log = _sent_and_stopped()
+    assert '"POST /a2a/echo HTTP/1.1" 200' in with_log, with_log
+    without = _sent_and_stopped("--no-access-log")
+    assert "POST /a2a/echo" not in without, without
+    assert "Application startup complete" in without and "Finished server process" in without, without

@@ -69,8 +69,9 @@ class TapStore(MemoryTaskStore):
                     return
                 await changed.wait()
 
-        try:
-            await asyncio.wait_for(watch(), WAIT)
+        try:  # not wait_for: on Python 3.11 it can swallow a cancel that comes as `watch()` returns
+            async with asyncio.timeout(WAIT):
+                await watch()
         except TimeoutError:
             raise AssertionError(f"the store never showed {what}") from None
 

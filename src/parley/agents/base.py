@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import random
 import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
@@ -203,8 +204,12 @@ def new_id() -> str:
     """A fresh identifier: a UUIDv7 (RFC 9562 section 5.7), 74 random bits after a millisecond timestamp.
 
     Ids made one after another sort together, so the stores' indexes on task ids grow at one end (a
-    commit touches the pages concurrent tasks touch too) instead of at a random page each."""
-    value = ((time.time_ns() // 1_000_000) & _MS48) << 80 | int.from_bytes(os.urandom(10), "big") & _RANDOM
+    commit touches the pages concurrent tasks touch too) instead of at a random page each.
+
+    The random bits come from a generator of Parley's own, seeded from the OS at start-up and again in a
+    forked child (`os.urandom` per id was a system call per id; ids are names, not secrets: who may see a
+    task is decided by its owner). Agents seeding the `random` module do not touch it."""
+    value = ((time.time_ns() // 1_000_000) & _MS48) << 80 | _ids.getrandbits(76) & _RANDOM
     h = f"{value | _V7:032x}"
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
@@ -212,3 +217,5 @@ def new_id() -> str:
 _MS48 = (1 << 48) - 1
 _V7 = 0x7 << 76 | 0x2 << 62  # version 7, variant 10
 _RANDOM = (0xFFF << 64) | ((1 << 62) - 1)  # rand_a (12 bits) and rand_b (62 bits)
+_ids = random.Random()  # seeded from os.urandom
+os.register_at_fork(after_in_child=_ids.seed)  # a forked worker must not repeat its parent's ids

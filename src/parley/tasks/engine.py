@@ -353,16 +353,28 @@ class TaskEngine:
         return NotCreated(run.task.id)
 
     def _flush_soon(self, run: Run) -> None:
-        """Group commit: entries appended in the same event-loop turn share one transaction."""
+        """Group commit: entries appended in the same event-loop turn share one transaction.
+
+        The next turn looks whether anything is still unwritten: a run that settles in this turn (a fast
+        agent) has written it all itself by then, and no flush task is made for it."""
         if run.flush_scheduled:
             return
         run.flush_scheduled = True
+        asyncio.get_running_loop().call_soon(self._flush_if_needed, run)
+
+    def _flush_if_needed(self, run: Run) -> None:
+        run.flush_scheduled = False  # what is appended from now on needs a flush of its own
+        if run.lease_lost:
+            return
+        if run.turn.open and not run.flush_lock.locked() and not is_settled(run.task.status.state):
+            self._fold(run, run.turn.take_text())  # this turn's text is one chunk, as a flush now would make it
+        if not (run.unflushed or run.effects or run.turn.open):
+            return
         task = asyncio.ensure_future(self._scheduled_flush(run))
         self._flushes.add(task)
         task.add_done_callback(self._flush_done)
 
     async def _scheduled_flush(self, run: Run) -> None:
-        run.flush_scheduled = False  # what is appended from now on needs a flush of its own
         try:
             await self._flush(run)
         except SequenceConflict:  # another process appended: it took the task over

@@ -12,6 +12,8 @@ import time
 from collections import OrderedDict
 from typing import Any
 
+import msgspec
+
 from parley.protocol import models as m
 from parley.protocol.states import is_terminal
 from parley.tasks.log import Entry
@@ -89,12 +91,12 @@ class MemoryTaskStore(TaskStore):
             raise DuplicateMessage(self._messages[c.message])
         # Nothing can fail from here on: apply every part of the commit.
         if c.record is not None:
-            rec = dataclasses.replace(c.record, task=c.snapshot, seq=c.last_seq, updated_at=c.updated_at)
+            rec = msgspec.structs.replace(c.record, task=c.snapshot, seq=c.last_seq, updated_at=c.updated_at)
             self._tasks[c.task_id] = rec
             self._logs[c.task_id] = list(c.entries)
         else:
             assert current is not None
-            rec = dataclasses.replace(current, task=c.snapshot, seq=c.last_seq, updated_at=c.updated_at)
+            rec = msgspec.structs.replace(current, task=c.snapshot, seq=c.last_seq, updated_at=c.updated_at)
             self._tasks[c.task_id] = rec
             self._logs[c.task_id].extend(c.entries)
         if c.message is not None:
@@ -172,7 +174,7 @@ class MemoryTaskStore(TaskStore):
 
     async def get(self, task_id: str, *, agent_id: str | None = None, owner: str | None = None) -> TaskRecord | None:
         rec = visible(self._tasks.get(task_id), agent_id, owner)
-        return dataclasses.replace(rec) if rec is not None else None
+        return msgspec.structs.replace(rec) if rec is not None else None
 
     async def events_after(self, task_id: str, seq: int, limit: int | None = None) -> list[Entry]:
         log = self._logs.get(task_id, [])
@@ -181,7 +183,7 @@ class MemoryTaskStore(TaskStore):
 
     async def list(self, query: TaskQuery) -> TaskPage:
         page = page_of(list(self._tasks.values()), query)
-        page.records = [dataclasses.replace(r) for r in page.records]
+        page.records = [msgspec.structs.replace(r) for r in page.records]
         return page
 
     async def find_message(self, key: MessageKey) -> str | None:
@@ -220,7 +222,7 @@ class MemoryTaskStore(TaskStore):
             lease = self._leases.get(task_id)
             if lease is None or lease.expires_at <= now or (any_other_holder and lease.holder != holder):
                 self._leases[task_id] = Lease(holder, expires_at)
-                claimed.append(dataclasses.replace(rec))
+                claimed.append(msgspec.structs.replace(rec))
         return claimed
 
     async def changes_after(self, position: int, limit: int = 1000) -> list[Change]:

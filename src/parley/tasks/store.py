@@ -71,12 +71,12 @@ class DuplicateMessage(Exception):
         super().__init__(f"this message was already handled by task {task_id}")
 
 
-@dataclass(frozen=True, slots=True)
-class MessageKey:
+class MessageKey(msgspec.Struct, frozen=True, gc=False):
     """The idempotency key of a message: who sent which message (and what it said) to which agent.
 
     The fingerprint makes the key content-aware: resending the same message is a retry,
     while a different message that reuses a messageId is not (see :func:`fingerprint`).
+    (A struct the cyclic collector does not track: only strings; hashed in C.)
     """
 
     agent_id: str
@@ -98,9 +98,11 @@ class Lease:
     expires_at: float
 
 
-@dataclass(slots=True)
-class TaskRecord:
-    """A stored task: its snapshot plus who owns it and where its log ends."""
+class TaskRecord(msgspec.Struct, gc=False):
+    """A stored task: its snapshot plus who owns it and where its log ends.
+
+    Not tracked by the cyclic collector (it holds an untracked snapshot, strings and numbers): the memory
+    store keeps thousands, and every full collection would walk them."""
 
     task: m.Task
     agent_id: str
@@ -203,9 +205,8 @@ class Commit:
         return self.entries[-1].seq if self.entries else self.expected_seq
 
 
-@dataclass(frozen=True, slots=True)
-class Change:
-    """One row of the change feed: a commit to a task, in global order."""
+class Change(msgspec.Struct, frozen=True, gc=False):
+    """One row of the change feed: a commit to a task, in global order (untracked by the collector)."""
 
     position: int
     task_id: str
