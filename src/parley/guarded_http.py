@@ -7,6 +7,10 @@ connection: the request headers must arrive within `header_seconds` of the conne
 request's first byte, and a response the client has stopped reading (the transport's write buffer above
 its high-water mark) is abandoned after `stall_seconds`. Either way the connection is aborted, which frees
 its buffers at once; an SSE client resumes with Last-Event-ID like after any dropped connection.
+
+The header timer is not armed and cancelled per request: a request notes when its headers began, and the
+connection's one timer, when it fires, closes the connection if headers are still awaited after
+`header_seconds`, else is armed again for what is left (or not at all, when no request is begun).
 """
 
 from __future__ import annotations
@@ -30,15 +34,17 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().connection_made(transport)
         self._header_timer: asyncio.TimerHandle | None = None
         self._stall_timer: asyncio.TimerHandle | None = None
-        self._arm_header_timer()  # a connection that sends nothing is closed too
+        self._headers_since: float | None = self.loop.time()  # a connection that sends nothing is closed too
+        self._arm_header_timer(self.header_seconds)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        self._headers_since = self.loop.time()
         if self._header_timer is None:
-            self._arm_header_timer()
+            self._arm_header_timer(self.header_seconds)
 
     def on_headers_complete(self) -> None:
-        self._cancel("_header_timer")
+        self._headers_since = None
         super().on_headers_complete()
 
     def pause_writing(self) -> None:
@@ -56,9 +62,20 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._cancel("_stall_timer")
         super().connection_lost(exc)
 
-    def _arm_header_timer(self) -> None:
-        self._header_timer = self.loop.call_later(self.header_seconds, self._abort,
-                                                  f"its request headers did not arrive within {self.header_seconds:g} s")
+    def _arm_header_timer(self, delay: float) -> None:
+        self._header_timer = self.loop.call_later(delay, self._headers_due)
+
+    def _headers_due(self) -> None:
+        """The header timer fired: close the connection if a request's headers are overdue, else wait on."""
+        self._header_timer = None
+        since = self._headers_since
+        if since is None:
+            return  # no request is being read; the next one arms the timer again
+        left = since + self.header_seconds - self.loop.time()
+        if left > 0:
+            self._arm_header_timer(left)
+        else:
+            self._abort(f"its request headers did not arrive within {self.header_seconds:g} s")
 
     def _cancel(self, name: str) -> None:
         timer = getattr(self, name, None)

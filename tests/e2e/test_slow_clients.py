@@ -85,6 +85,31 @@ def test_slowloris_connections_are_closed_while_other_clients_are_served(server:
             sock.close()
 
 
+def test_a_kept_alive_connection_whose_next_request_trickles_is_closed(server: Server) -> None:
+    """The header timeout holds for every request of a keep-alive connection, not only its first: after one
+    request is answered, a second whose headers never end gets the connection closed."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "nope"}}).encode()
+    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+        sock.sendall(b"POST /a2a/flood HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"A2A-Version: 1.0\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        answer = b""
+        while b"TaskNotFound" not in answer and b"not found" not in answer:
+            chunk = sock.recv(65536)
+            assert chunk, f"closed before the first answer: {answer!r}"
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200"), answer
+        sock.sendall(b"POST /a2a/flood HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        deadline = time.monotonic() + WAIT
+        while not closed_by_peer(sock):
+            assert time.monotonic() < deadline, f"the trickling second request was still open after {WAIT} s"
+            try:
+                sock.sendall(b"a")
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            time.sleep(0.2)  # the trickle's pace, not a wait for an outcome
+    assert "its request headers did not arrive within 1 s" in server.output()
+
+
 def test_a_client_that_stops_reading_a_stream_is_disconnected(server: Server) -> None:
     """A subscriber that reads nothing of a large stream does not make the server buffer the stream for it:
     once the socket buffers are full for STALL seconds, the server drops the connection (the client would
