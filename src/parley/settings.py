@@ -187,7 +187,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     idle_timeout_seconds: float = 5.0
     stall_timeout_seconds: float = 60.0
     # uvicorn's access log: a line per request (`--no-access-log`: none; behind a proxy or load balancer that
-    # logs requests, it costs about 5% of a busy server's CPU for lines nobody reads; bench/RESULTS.md)
+    # logs requests anyway, lines nobody reads cost a fifth of a busy server's throughput; bench/RESULTS.md)
     access_log: bool = True
     # gRPC (A2A 1.0, needs parley-a2a[grpc]): also serve every agent on grpc_host:grpc_port
     grpc_port: int | None = None

@@ -1,0 +1,126 @@
+"""Instructions per unary SendMessage of an ASGI app alone, counted by valgrind's callgrind: no sockets, no
+uvicorn, no load generator, so the count repeats run after run on a shared, noisy machine.
+
+    python bench/app_cost.py                 # Parley --memory and the floor (about 2 minutes)
+    python bench/app_cost.py --apps parley
+
+The app is called directly with ASGI messages, 8 requests in flight, each a fresh `SendMessage` (A2A 1.0
+JSON-RPC, the body of `targets.py`'s wrk script). callgrind counts every instruction of the process, start-up
+included, so each app is run twice (`--small` and `--large` requests) and the difference is divided by the
+difference in requests. Needs valgrind (Debian's package).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+BODY = ('{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","parts":[{"text":'
+        '"the quick brown fox jumps over the lazy dog and runs away"}],"messageId":"m-%d"}}}')
+IN_FLIGHT = 8
+
+
+def _scope(body: bytes) -> dict[str, Any]:
+    return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+            "path": "/", "raw_path": b"/", "root_path": "", "query_string": b"",
+            "headers": [(b"host", b"127.0.0.1:8000"), (b"content-type", b"application/json"),
+                        (b"a2a-version", b"1.0"), (b"content-length", str(len(body)).encode())],
+            "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000), "state": {}}
+
+
+async def _one(app: Any, n: int, answers: list[bytes]) -> None:
+    body = (BODY % n).encode()
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        if messages:
+            return messages.pop()
+        await asyncio.Event().wait()  # no disconnect while the app answers
+        raise AssertionError("unreachable")
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            answers.append(message.get("body", b""))
+
+    await app(_scope(body), receive, send)
+
+
+async def _drive(app: Any, requests: int) -> None:
+    answers: list[bytes] = []
+    counter = iter(range(requests))
+
+    async def worker() -> None:
+        for n in counter:
+            await _one(app, n, answers)
+
+    await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
+    bad = [a for a in answers if b"TASK_STATE_COMPLETED" not in a]
+    if len(answers) != requests or bad:
+        raise SystemExit(f"{len(bad)} bad answers of {len(answers)}: {bad[:1]!r}")
+
+
+async def _serve(which: str, requests: int) -> None:
+    if which == "floor":
+        sys.path.insert(0, str(HERE))
+        import floor_server
+
+        await _drive(floor_server.app, requests)
+        return
+    from parley.serve import default_app
+    from parley.settings import MEMORY
+
+    parley = default_app(MEMORY)
+    app = parley.asgi(parley.settings.merged(db=MEMORY))
+    startup: asyncio.Queue = asyncio.Queue()
+    events: asyncio.Queue = asyncio.Queue()
+    await startup.put({"type": "lifespan.startup"})
+    life = asyncio.create_task(app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, startup.get,
+                                   events.put))
+    started = await events.get()
+    assert started["type"] == "lifespan.startup.complete", started
+    await _drive(app, requests)
+    await startup.put({"type": "lifespan.shutdown"})
+    await life
+
+
+def _instructions(which: str, requests: int) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/cg.out", sys.executable,
+                              __file__, "--child", which, str(requests)],
+                             capture_output=True, text=True, check=True)
+    found = re.search(r"Collected : (\d+)", out.stderr)
+    if found is None:
+        raise SystemExit(f"callgrind printed no total:\n{out.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def main() -> None:
+    if len(sys.argv) == 4 and sys.argv[1] == "--child":
+        import uvloop
+
+        from parley.serve import tune_gc
+
+        tune_gc()  # as `parley serve` does
+        uvloop.install()
+        asyncio.run(_serve(sys.argv[2], int(sys.argv[3])))
+        return
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--apps", default="parley,floor", help="comma-separated, of parley,floor")
+    ap.add_argument("--small", type=int, default=300)
+    ap.add_argument("--large", type=int, default=1300)
+    args = ap.parse_args()
+    for which in args.apps.split(","):
+        small, large = _instructions(which, args.small), _instructions(which, args.large)
+        print(f"{which}: {(large - small) / (args.large - args.small):,.0f} instructions per request "
+              f"({args.small} and {args.large} requests: {small:,} and {large:,})", flush=True)
+
+
+if __name__ == "__main__":
+    main()
