@@ -18,7 +18,7 @@ from pathlib import Path
 from parley.protocol import models as m
 from parley.tasks.log import Entry
 from parley.tasks.sqlite_store import SqliteTaskStore, WalCheckpointer
-from parley.tasks.store import TaskRecord
+from parley.tasks.store import Retention, TaskRecord
 
 LIMIT = 2 * 1024 * 1024  # a commit here writes about 40 KB of WAL pages
 
@@ -129,6 +129,35 @@ async def test_commits_wait_for_a_checkpoint_holding_the_writer_lock_and_the_loo
         await asyncio.wait_for(pending, 10)
         got = await store.get("t1")
         assert got is not None and got.task.id == "t1"
+    finally:
+        await store.close()
+
+
+async def test_other_writes_wait_for_a_checkpoint_holding_the_writer_lock_and_the_loop_goes_on(tmp_path: Path) -> None:
+    """Leases, retention and push configs are written outside the group writes; they too wait for the
+    checkpointer's lock without sleeping in SQLite's busy handler on the event loop, then are written."""
+    store = SqliteTaskStore(tmp_path / "t.db", wal_checkpoint_seconds=3600)
+    checkpointer = store._checkpointer
+    assert checkpointer is not None
+    try:
+        await write(store, 0, 3)
+        config = m.TaskPushNotificationConfig(id="hook", task_id="t2", url="https://example.com/hook")
+        checkpointer.gate.acquire()
+        try:
+            writes = [asyncio.ensure_future(store.prune(Retention(keep_finished=1), now=2.0)),
+                      asyncio.ensure_future(store.put_push_config(config)),
+                      asyncio.ensure_future(store.release_leases("nobody", ["t2"]))]
+            for _ in range(5):
+                await asyncio.sleep(0)
+            assert not any(w.done() for w in writes)
+            assert (await store.get("t0")) is not None  # nothing pruned yet, and reads are served
+            assert await store.list_push_configs("t2") == []
+        finally:
+            checkpointer.gate.release()
+        removed, _, _ = await asyncio.wait_for(asyncio.gather(*writes), 10)
+        assert removed == 2
+        assert await store.get("t0") is None and await store.get("t1") is None and await store.get("t2") is not None
+        assert [c.id for c in await store.list_push_configs("t2")] == ["hook"]
     finally:
         await store.close()
 

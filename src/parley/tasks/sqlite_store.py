@@ -26,7 +26,7 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -209,6 +209,7 @@ _KINDS: dict[str, type] = {
     "artifact": m.TaskArtifactUpdateEvent,
 }
 _RECORD = "agent_id, owner, snapshot, seq, created_at, updated_at, parent_task_id"
+GATE_POLL_SECONDS = 0.001  # how often a write outside the group writes looks whether a checkpoint let go
 WAL_LIMIT_BYTES = 16 * 1024 * 1024  # past this much content the WAL starts over at the next checkpoint round
 _BATCH = 500  # ids per statement (SQLite's parameter limit is 999 on old builds)
 log = logging.getLogger("parley.sqlite")
@@ -352,6 +353,19 @@ class SqliteTaskStore(TaskStore):
         if loop is not None:
             with contextlib.suppress(RuntimeError):  # the loop has closed: nothing is waiting any more
                 loop.call_soon_threadsafe(self._write_queue)
+
+    @contextlib.asynccontextmanager
+    async def _writing(self) -> AsyncIterator[sqlite3.Connection]:
+        """The writer gate, for a write outside the group writes (leases, retention, push configs and
+        deliveries): while a checkpoint holds SQLite's writer lock, wait here, the event loop going on, instead
+        of in SQLite's busy handler, which sleeps on the loop. The body must not await (it holds a thread lock)."""
+        while not self._gate.acquire(blocking=False):
+            await asyncio.sleep(GATE_POLL_SECONDS)
+        try:
+            with self._db:  # commits what the body began, or rolls it back when the body raises
+                yield self._db
+        finally:
+            self._gate.release()
 
     def _write_batch(self) -> None:
         """Every queued commit in one transaction; each hears of its outcome."""
@@ -541,7 +555,7 @@ class SqliteTaskStore(TaskStore):
 
     async def renew_leases(self, holder: str, task_ids: list[str], expires_at: float) -> set[str]:
         held: set[str] = set()
-        with self._db:
+        async with self._writing():
             self._db.execute("BEGIN")
             for i in range(0, len(task_ids), _BATCH):
                 batch = task_ids[i: i + _BATCH]
@@ -554,7 +568,7 @@ class SqliteTaskStore(TaskStore):
         return held
 
     async def release_leases(self, holder: str, task_ids: list[str]) -> None:
-        with self._db:
+        async with self._writing():
             self._db.execute("BEGIN")
             for i in range(0, len(task_ids), _BATCH):
                 batch = task_ids[i: i + _BATCH]
@@ -572,7 +586,7 @@ class SqliteTaskStore(TaskStore):
             cond += " OR lease_holder != ?"
             args.append(holder)
         cond += ")"
-        with self._db:
+        async with self._writing():
             self._db.execute("BEGIN IMMEDIATE")
             rows = self._db.execute(f"SELECT id, {_RECORD} FROM tasks WHERE {cond}", args).fetchall()
             ids = [r[0] for r in rows]
@@ -586,9 +600,8 @@ class SqliteTaskStore(TaskStore):
 
     async def prune(self, retention: Retention, *, now: float, limit: int = 200) -> int:
         # Synchronous from the first read to the commit: no other coroutine writes in between.
-        ids = self._prunable(retention, limit)
-        db = self._db
-        with db:
+        async with self._writing() as db:
+            ids = self._prunable(retention, limit)
             db.execute("BEGIN")
             for i in range(0, len(ids), _BATCH):
                 batch = ids[i: i + _BATCH]
@@ -625,7 +638,7 @@ class SqliteTaskStore(TaskStore):
 
     async def put_push_config(self, config: m.TaskPushNotificationConfig | StoredPushConfig) -> None:
         stored = config if isinstance(config, StoredPushConfig) else StoredPushConfig(config)
-        with self._db:
+        async with self._writing():
             self._db.execute("INSERT OR REPLACE INTO push_configs VALUES (?,?,?,?,?,?,?)", _push_row(stored))
         self._pushed.add(stored.config.task_id)
 
@@ -640,7 +653,7 @@ class SqliteTaskStore(TaskStore):
         return [_push_dec.decode(r[0]) for r in rows]
 
     async def delete_push_config(self, task_id: str, config_id: str) -> bool:
-        with self._db:
+        async with self._writing():
             self._db.execute("BEGIN")
             cur = self._db.execute("DELETE FROM push_configs WHERE task_id=? AND id=?", (task_id, config_id))
             self._db.execute(f"UPDATE push_outbox SET state='dropped', done_at={_NOW} "
@@ -656,7 +669,7 @@ class SqliteTaskStore(TaskStore):
         return StoredPushConfig(_push_dec.decode(row[0]), row[1], bool(row[2]), row[3], row[4])
 
     async def disable_push_config(self, task_id: str, config_id: str, at: float) -> None:
-        with self._db:
+        async with self._writing():
             self._db.execute("BEGIN")
             self._db.execute("UPDATE push_configs SET disabled_at=? WHERE task_id=? AND id=?", (at, task_id, config_id))
             self._db.execute("UPDATE push_outbox SET state='disabled', done_at=? "
@@ -681,7 +694,7 @@ class SqliteTaskStore(TaskStore):
 
     async def record_attempt(self, attempt: DeliveryAttempt, notification: Notification) -> None:
         a, n = attempt, notification
-        with self._db:
+        async with self._writing():
             self._db.execute("BEGIN")
             self._db.execute("INSERT OR REPLACE INTO push_attempts VALUES (?,?,?,?,?,?,?,?)",
                              (a.notification_id, a.attempt, a.at, a.status, a.error, a.duration, a.outcome,
