@@ -783,7 +783,48 @@ async def test_an_older_sqlite_schema_is_migrated(tmp_path: Path) -> None:
     finally:
         await store.close()
     version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
-    assert version == SCHEMA_VERSION == 4
+    assert version == SCHEMA_VERSION == 5
+
+
+async def test_schema_4_gets_the_ascending_owner_index_and_lists_as_before(tmp_path: Path) -> None:
+    """Schema 5 keeps `tasks_by_owner` in ascending order (a commit adds at its right edge); a schema-4
+    database, whose index was descending, gets it rebuilt on open, and ListTasks still answers newest update
+    first, page after page (A2A 1.0 section 3.1.4: tasks/list)."""
+    path = tmp_path / "v4.db"
+    store = SqliteTaskStore(path)
+    try:
+        for i in range(5):
+            t = new_task(f"t{i}", state=S.COMPLETED)
+            await store.create(record(t, updated=1000.0 + i), Entry(1, t))
+    finally:
+        await store.close()
+    db = sqlite3.connect(path)
+    db.executescript("""
+        DROP INDEX tasks_by_owner;
+        CREATE INDEX tasks_by_owner ON tasks (agent_id, owner, updated_at DESC, id DESC);
+        PRAGMA user_version=4;
+    """)
+    db.close()
+    store = SqliteTaskStore(path)
+    try:
+        seen, token = [], None
+        while True:
+            page = await store.list(query(m.ListTasksRequest(page_size=2, page_token=token)))
+            seen += [r.task.id for r in page.records]
+            token = encode_cursor(page.next_cursor)
+            if not token:
+                break
+        assert seen == ["t4", "t3", "t2", "t1", "t0"]
+    finally:
+        await store.close()
+    db = sqlite3.connect(path)
+    sql = db.execute("SELECT sql FROM sqlite_master WHERE name='tasks_by_owner'").fetchone()[0]
+    assert "DESC" not in sql and db.execute("PRAGMA user_version").fetchone()[0] == 5
+    plan = " ".join(r[3] for r in db.execute(
+        "EXPLAIN QUERY PLAN SELECT id FROM tasks WHERE agent_id='echo' AND owner='alice' "
+        "ORDER BY updated_at DESC, id DESC LIMIT 3"))
+    assert "tasks_by_owner" in plan and "TEMP B-TREE" not in plan, plan  # read backwards, not sorted
+    db.close()
 
 
 async def test_a_newer_sqlite_schema_is_refused_in_one_line(tmp_path: Path) -> None:

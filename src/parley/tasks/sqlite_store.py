@@ -57,7 +57,9 @@ from parley.tasks.store import (
     check_commit,
 )
 
-SCHEMA_VERSION = 4  # 4: the indexes retention reads (finished tasks by age, idempotency keys by task)
+# 4: the indexes retention reads (finished tasks by age, idempotency keys by task); 5: tasks_by_owner in ascending
+# order (read backwards for ListTasks), so that a commit adds to its right edge
+SCHEMA_VERSION = 5
 _UNFINISHED_SQL = f"('{m.TaskState.SUBMITTED.value}', '{m.TaskState.WORKING.value}')"  # what recovery takes over
 _MESSAGE_IDS = """(
     agent_id TEXT NOT NULL,
@@ -126,7 +128,10 @@ CREATE TABLE IF NOT EXISTS tasks (
     lease_holder TEXT,
     lease_expires REAL
 );
-CREATE INDEX IF NOT EXISTS tasks_by_owner ON tasks (agent_id, owner, updated_at DESC, id DESC);
+-- Ascending, read backwards by ListTasks (newest update first): a commit's new entry goes to the right edge
+-- of its (agent, owner) range, one page, where descending order inserted at the left edge and split pages
+-- there (4 of the 16 pages an echo task's commit wrote).
+CREATE INDEX IF NOT EXISTS tasks_by_owner ON tasks (agent_id, owner, updated_at, id);
 -- Finished tasks by age, for retention: a task enters it once, when it finishes (commits of running
 -- tasks do not touch it).
 CREATE INDEX IF NOT EXISTS tasks_finished ON tasks (updated_at) WHERE state IN {TERMINAL_SQL};
@@ -293,6 +298,8 @@ class SqliteTaskStore(TaskStore):
                 for statement in MIGRATE_2_TO_3.split(";"):
                     if statement.strip():
                         db.execute(statement)
+            if has_tasks and version < 5:
+                db.execute("DROP INDEX IF EXISTS tasks_by_owner")  # made again below, in ascending order
             if has_tasks and version < SCHEMA_VERSION:
                 log.warning("migrated the task database %s to schema %d", self.path, SCHEMA_VERSION)
             for statement in [*SCHEMA.split(";"), *TRIGGERS]:
