@@ -1,8 +1,9 @@
-"""Instructions per unary SendMessage of an ASGI app alone, counted by valgrind's callgrind: no sockets, no
+"""Instructions per unary SendMessage (or per SendStreamingMessage stream) of an ASGI app alone, counted by valgrind's callgrind: no sockets, no
 uvicorn, no load generator, so the count repeats run after run on a shared, noisy machine.
 
     python bench/app_cost.py                 # Parley --memory and the floor (about 2 minutes)
     python bench/app_cost.py --apps parley
+    python bench/app_cost.py --apps parley --scenario stream   # SSE streams (the floor has none)
 
 The app is called directly with ASGI messages, 8 requests in flight, each a fresh `SendMessage` (A2A 1.0
 JSON-RPC, the body of `targets.py`'s wrk script). callgrind counts every instruction of the process, start-up
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-BODY = ('{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","parts":[{"text":'
+BODY = ('{"jsonrpc":"2.0","id":1,"method":"%s","params":{"message":{"role":"ROLE_USER","parts":[{"text":'
         '"the quick brown fox jumps over the lazy dog and runs away"}],"messageId":"m-%d"}}}')
 IN_FLIGHT = 8
 
@@ -35,8 +36,8 @@ def _scope(body: bytes) -> dict[str, Any]:
             "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000), "state": {}}
 
 
-async def _one(app: Any, n: int, answers: list[bytes]) -> None:
-    body = (BODY % n).encode()
+async def _one(app: Any, n: int, answers: list[bytes], method: str) -> None:
+    body = (BODY % (method, n)).encode()
     messages = [{"type": "http.request", "body": body, "more_body": False}]
 
     async def receive() -> dict[str, Any]:
@@ -45,20 +46,23 @@ async def _one(app: Any, n: int, answers: list[bytes]) -> None:
         await asyncio.Event().wait()  # no disconnect while the app answers
         raise AssertionError("unreachable")
 
+    parts: list[bytes] = []
+
     async def send(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.body":
-            answers.append(message.get("body", b""))
+            parts.append(message.get("body", b""))
 
     await app(_scope(body), receive, send)
+    answers.append(b"".join(parts))
 
 
-async def _drive(app: Any, requests: int) -> None:
+async def _drive(app: Any, requests: int, method: str = "SendMessage") -> None:
     answers: list[bytes] = []
     counter = iter(range(requests))
 
     async def worker() -> None:
         for n in counter:
-            await _one(app, n, answers)
+            await _one(app, n, answers, method)
 
     await asyncio.gather(*(worker() for _ in range(IN_FLIGHT)))
     bad = [a for a in answers if b"TASK_STATE_COMPLETED" not in a]
@@ -66,12 +70,12 @@ async def _drive(app: Any, requests: int) -> None:
         raise SystemExit(f"{len(bad)} bad answers of {len(answers)}: {bad[:1]!r}")
 
 
-async def _serve(which: str, requests: int) -> None:
+async def _serve(which: str, requests: int, method: str) -> None:
     if which == "floor":
         sys.path.insert(0, str(HERE))
         import floor_server
 
-        await _drive(floor_server.app, requests)
+        await _drive(floor_server.app, requests, method)
         return
     from parley.serve import default_app
     from parley.settings import MEMORY
@@ -85,15 +89,15 @@ async def _serve(which: str, requests: int) -> None:
                                    events.put))
     started = await events.get()
     assert started["type"] == "lifespan.startup.complete", started
-    await _drive(app, requests)
+    await _drive(app, requests, method)
     await startup.put({"type": "lifespan.shutdown"})
     await life
 
 
-def _instructions(which: str, requests: int) -> int:
+def _instructions(which: str, requests: int, method: str) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/cg.out", sys.executable,
-                              __file__, "--child", which, str(requests)],
+                              __file__, "--child", which, str(requests), method],
                              capture_output=True, text=True, check=True)
     found = re.search(r"Collected : (\d+)", out.stderr)
     if found is None:
@@ -102,23 +106,25 @@ def _instructions(which: str, requests: int) -> int:
 
 
 def main() -> None:
-    if len(sys.argv) == 4 and sys.argv[1] == "--child":
+    if len(sys.argv) == 5 and sys.argv[1] == "--child":
         import uvloop
 
         from parley.serve import tune_gc
 
         tune_gc()  # as `parley serve` does
         uvloop.install()
-        asyncio.run(_serve(sys.argv[2], int(sys.argv[3])))
+        asyncio.run(_serve(sys.argv[2], int(sys.argv[3]), sys.argv[4]))
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--apps", default="parley,floor", help="comma-separated, of parley,floor")
+    ap.add_argument("--scenario", choices=("unary", "stream"), default="unary")
     ap.add_argument("--small", type=int, default=300)
     ap.add_argument("--large", type=int, default=1300)
     args = ap.parse_args()
+    method = "SendMessage" if args.scenario == "unary" else "SendStreamingMessage"
     for which in args.apps.split(","):
-        small, large = _instructions(which, args.small), _instructions(which, args.large)
-        print(f"{which}: {(large - small) / (args.large - args.small):,.0f} instructions per request "
+        small, large = _instructions(which, args.small, method), _instructions(which, args.large, method)
+        print(f"{which} {args.scenario}: {(large - small) / (args.large - args.small):,.0f} instructions per request "
               f"({args.small} and {args.large} requests: {small:,} and {large:,})", flush=True)
 
 
