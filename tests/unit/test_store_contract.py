@@ -19,11 +19,11 @@ from parley.tasks.log import Entry, apply, fold
 from parley.tasks.memory_store import MemoryTaskStore
 from parley.tasks.sqlite_store import SCHEMA_VERSION, SqliteTaskStore
 from parley.tasks.store import (
+    CHANGES_KEPT_SECONDS,
     Commit,
     DeliveryAttempt,
     DuplicateMessage,
     Lease,
-    CHANGES_KEPT_SECONDS,
     MessageKey,
     Retention,
     SequenceConflict,
