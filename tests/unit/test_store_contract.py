@@ -783,7 +783,7 @@ async def test_an_older_sqlite_schema_is_migrated(tmp_path: Path) -> None:
     finally:
         await store.close()
     version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
-    assert version == SCHEMA_VERSION == 5
+    assert version == SCHEMA_VERSION == 6
 
 
 async def test_schema_4_gets_the_ascending_owner_index_and_lists_as_before(tmp_path: Path) -> None:
@@ -819,11 +819,45 @@ async def test_schema_4_gets_the_ascending_owner_index_and_lists_as_before(tmp_p
         await store.close()
     db = sqlite3.connect(path)
     sql = db.execute("SELECT sql FROM sqlite_master WHERE name='tasks_by_owner'").fetchone()[0]
-    assert "DESC" not in sql and db.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert "DESC" not in sql and db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     plan = " ".join(r[3] for r in db.execute(
         "EXPLAIN QUERY PLAN SELECT id FROM tasks WHERE agent_id='echo' AND owner='alice' "
         "ORDER BY updated_at DESC, id DESC LIMIT 3"))
     assert "tasks_by_owner" in plan and "TEMP B-TREE" not in plan, plan  # read backwards, not sorted
+    db.close()
+
+
+async def test_schema_5_loses_its_outbox_trigger_and_each_webhook_hears_once(tmp_path: Path) -> None:
+    """Up to schema 5 a trigger on the events table filled the push outbox; since schema 6 the commit does
+    (only for tasks with webhooks). A schema-5 database drops the trigger when opened, so an entry is
+    enqueued once per webhook, not twice."""
+    path = tmp_path / "v5.db"
+    store = SqliteTaskStore(path)
+    try:
+        await put(store, new_task())
+        await advance(store, "t1", status(S.WORKING), push_configs=[hook("a")])
+    finally:
+        await store.close()
+    db = sqlite3.connect(path)
+    db.executescript("""
+        CREATE TRIGGER push_enqueue AFTER INSERT ON events WHEN NEW.kind IN ('status', 'artifact') BEGIN
+            INSERT INTO push_outbox (task_id, config_id, seq, kind, created_at, next_at)
+            SELECT NEW.task_id, c.id, NEW.seq, NEW.kind, 0, 0 FROM push_configs c
+            WHERE c.task_id = NEW.task_id AND c.disabled_at IS NULL AND (NEW.kind = 'status' OR c.artifacts = 1);
+        END;
+        PRAGMA user_version=5;
+    """)
+    db.close()
+    store = SqliteTaskStore(path)
+    try:
+        await advance(store, "t1", status(S.COMPLETED))
+        notes, _ = await store.push_log("t1")
+        assert [(n.config_id, n.seq, n.kind) for n in notes] == [("a", 2, "status"), ("a", 3, "status")]
+    finally:
+        await store.close()
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT count(*) FROM sqlite_master WHERE type='trigger' AND name='push_enqueue'").fetchone()[0] == 0
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     db.close()
 
 

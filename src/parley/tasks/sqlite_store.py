@@ -58,8 +58,9 @@ from parley.tasks.store import (
 )
 
 # 4: the indexes retention reads (finished tasks by age, idempotency keys by task); 5: tasks_by_owner in ascending
-# order (read backwards for ListTasks), so that a commit adds to its right edge
-SCHEMA_VERSION = 5
+# order (read backwards for ListTasks), so that a commit adds to its right edge; 6: the push outbox is filled by
+# the commit itself (_ENQUEUE), only for tasks with webhooks, not by a trigger on every event row
+SCHEMA_VERSION = 6
 _UNFINISHED_SQL = f"('{m.TaskState.SUBMITTED.value}', '{m.TaskState.WORKING.value}')"  # what recovery takes over
 _MESSAGE_IDS = """(
     agent_id TEXT NOT NULL,
@@ -80,8 +81,8 @@ _CHANGES = """(
     state TEXT NOT NULL,
     at REAL NOT NULL
 )"""
-# Schema 3: push notifications. The outbox is filled by a trigger on the log, in the transaction of
-# the commit that appends the entry; the dispatcher (parley.push.dispatcher) drains it.
+# Schema 3: push notifications. The outbox is filled in the transaction of the commit that appends the
+# entry (_ENQUEUE); the dispatcher (parley.push.dispatcher) drains it.
 _PUSH_OUTBOX = """
 CREATE TABLE IF NOT EXISTS push_outbox (
     id INTEGER PRIMARY KEY,
@@ -172,12 +173,6 @@ CREATE TABLE IF NOT EXISTS changes {_CHANGES};
 # Every commit writes the task row (INSERT or an UPDATE that sets seq): the change feed follows from it,
 # in the same transaction, without a statement of its own. Trigger bodies hold ';': run whole.
 TRIGGERS = [
-    f"""CREATE TRIGGER IF NOT EXISTS push_enqueue AFTER INSERT ON events
-    WHEN NEW.kind IN ('status', 'artifact') BEGIN
-        INSERT INTO push_outbox (task_id, config_id, seq, kind, created_at, next_at)
-        SELECT NEW.task_id, c.id, NEW.seq, NEW.kind, {_NOW}, {_NOW} FROM push_configs c
-        WHERE c.task_id = NEW.task_id AND c.disabled_at IS NULL AND (NEW.kind = 'status' OR c.artifacts = 1);
-    END""",
     """CREATE TRIGGER IF NOT EXISTS task_created AFTER INSERT ON tasks BEGIN
         INSERT INTO changes (task_id, agent_id, owner, seq, state, at)
         VALUES (NEW.id, NEW.agent_id, NEW.owner, NEW.seq, NEW.state, NEW.updated_at);
@@ -187,6 +182,14 @@ TRIGGERS = [
         VALUES (NEW.id, NEW.agent_id, NEW.owner, NEW.seq, NEW.state, NEW.updated_at);
     END""",
 ]
+
+# A notification for each webhook of the task (enabled, and asking for artifacts if the entry is one) for one
+# status or artifact entry: run by the commit that appends the entry, for tasks that have webhooks (`_pushed`;
+# until schema 6, a trigger ran this lookup for every event row of every task).
+_ENQUEUE = (f"INSERT INTO push_outbox (task_id, config_id, seq, kind, created_at, next_at) "
+            f"SELECT ?1, c.id, ?2, ?3, {_NOW}, {_NOW} FROM push_configs c "
+            "WHERE c.task_id = ?1 AND c.disabled_at IS NULL AND (?3 = 'status' OR c.artifacts = 1)")
+_NOTIFIED = ("status", "artifact")
 
 # Schema 2 -> 3: push configs carry their version and options (the outbox tables are new).
 MIGRATE_2_TO_3 = """
@@ -300,6 +303,8 @@ class SqliteTaskStore(TaskStore):
                         db.execute(statement)
             if has_tasks and version < 5:
                 db.execute("DROP INDEX IF EXISTS tasks_by_owner")  # made again below, in ascending order
+            if has_tasks and version < 6:
+                db.execute("DROP TRIGGER IF EXISTS push_enqueue")  # commits fill the outbox themselves now
             if has_tasks and version < SCHEMA_VERSION:
                 log.warning("migrated the task database %s to schema %d", self.path, SCHEMA_VERSION)
             for statement in [*SCHEMA.split(";"), *TRIGGERS]:
@@ -456,6 +461,8 @@ class SqliteTaskStore(TaskStore):
                            [_push_row(p) for p in c.push_configs])
             self._pushed.add(c.task_id)
         db.executemany("INSERT INTO events VALUES (?,?,?,?)", rows)
+        if c.task_id in self._pushed:  # the outbox, in this transaction (see _ENQUEUE)
+            db.executemany(_ENQUEUE, [(task_id, seq, kind) for task_id, seq, kind, _ in rows if kind in _NOTIFIED])
         if c.checkpoint is not None:
             db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?,?)", (c.task_id, _enc.encode(c.checkpoint)))
         elif c.drop_checkpoint:
