@@ -309,7 +309,8 @@ def serve(
         # Parley reads the forwarded headers itself, from trusted peers only (parley.server.urls).
         # Slow and idle clients are closed (parley.guarded_http): header-read, keep-alive idle and stall timeouts.
         config = uvicorn.Config(asgi, host=settings.host, port=settings.port, log_level=log_level,
-                                access_log=settings.access_log, proxy_headers=False, timeout_keep_alive=settings.idle_timeout_seconds,
+                                access_log=settings.access_log, proxy_headers=False,
+                                timeout_keep_alive=settings.idle_timeout_seconds,
                                 http=guarded_protocol(settings.header_timeout_seconds,
                                                       settings.stall_timeout_seconds), **extra)
         tune_gc()

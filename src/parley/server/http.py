@@ -105,12 +105,9 @@ async def read_body(request: Request, limit: int) -> bytes:
         size += len(chunk)
         if size > limit:
             raise PayloadTooLargeError(f"Request body exceeds the limit of {limit} bytes")
-        if not message.get("more_body", False):
-            if not chunks:
-                return chunk
-            chunks.append(chunk)
-            return b"".join(chunks)
         chunks.append(chunk)
+        if not message.get("more_body", False):
+            return chunk if len(chunks) == 1 else b"".join(chunks)
 
 
 def credentials_of(request: Request) -> Credentials:

@@ -268,6 +268,12 @@ class TaskEngine:
                 log.exception("task listener %r failed", listener)
         return entries
 
+    def _fold_text(self, run: Run) -> None:
+        """The text yielded since the last flush becomes one chunk (and the chunk held before it, an entry)."""
+        text = run.turn.take_text()
+        if text:
+            self._fold(run, text)
+
     async def _append(self, run: Run, events: list, *, now: bool = False) -> None:
         """Fold, commit and publish events: at once when they settle the task (or `now`), else soon."""
         state = run.task.status.state
@@ -293,9 +299,7 @@ class TaskEngine:
             if run.lease_lost:
                 return
             if run.turn.has_text and not is_settled(run.task.status.state):
-                text = run.turn.take_text()  # text since the last flush becomes one chunk
-                if text:
-                    self._fold(run, text)
+                self._fold_text(run)
             if not run.unflushed and not run.effects:
                 return
             batch, run.unflushed = run.unflushed, []
@@ -367,7 +371,7 @@ class TaskEngine:
         if run.lease_lost:
             return
         if run.turn.open and not run.flush_lock.locked() and not is_settled(run.task.status.state):
-            self._fold(run, run.turn.take_text())  # this turn's text is one chunk, as a flush now would make it
+            self._fold_text(run)  # this turn's text is one chunk, as a flush now would make it
         if not (run.unflushed or run.effects or run.turn.open):
             return
         task = asyncio.ensure_future(self._scheduled_flush(run))
@@ -686,9 +690,7 @@ class TaskEngine:
     async def _checkpoint(self, run: Run, state: dict[str, Any]) -> None:
         """Commit the agent's checkpoint with every entry before it, and the text it holds back, at once."""
         async with run.lock:
-            text = run.turn.take_text()
-            if text:
-                self._fold(run, text)
+            self._fold_text(run)
             run.effects.checkpoint = {CHECKPOINT_MARK: 2, "agent": state, "seq": run.record.seq,
                                       "text": run.turn.text_state().to_json()}
             run.has_checkpoint = True
