@@ -32,7 +32,7 @@ def stored_rows(db: Path) -> dict[str, int]:
     con = sqlite3.connect(db)
     try:
         return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                for t in ("tasks", "events", "message_ids")}
+                for t in ("tasks", "entry_batches", "message_ids")}
     finally:
         con.close()
 
@@ -55,7 +55,7 @@ def test_the_background_job_keeps_the_configured_number_of_finished_tasks(tmp_pa
                       headers={"A2A-Version": "1.0"}, timeout=WAIT)
     assert resp.json()["error"]["code"] == -32001  # TaskNotFoundError (A2A 1.0 section 5.4)
     assert server.terminate() in (0, -signal.SIGTERM)  # uvicorn re-raises the signal once it has stopped
-    assert stored_rows(tmp_path / "tasks.db") == {"tasks": 3, "events": 3 * stored_rows_per_task(tmp_path),
+    assert stored_rows(tmp_path / "tasks.db") == {"tasks": 3, "entry_batches": 3 * stored_rows_per_task(tmp_path),
                                                   "message_ids": 3}
 
 
@@ -63,7 +63,7 @@ def stored_rows_per_task(tmp_path: Path) -> int:
     con = sqlite3.connect(tmp_path / "tasks.db")
     try:
         (task_id,) = con.execute("SELECT id FROM tasks LIMIT 1").fetchone()
-        return con.execute("SELECT count(*) FROM events WHERE task_id=?", (task_id,)).fetchone()[0]
+        return con.execute("SELECT count(*) FROM entry_batches WHERE task_id=?", (task_id,)).fetchone()[0]
     finally:
         con.close()
 

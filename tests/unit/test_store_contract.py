@@ -783,7 +783,7 @@ async def test_an_older_sqlite_schema_is_migrated(tmp_path: Path) -> None:
     finally:
         await store.close()
     version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
-    assert version == SCHEMA_VERSION == 6
+    assert version == SCHEMA_VERSION == 7
 
 
 async def test_schema_4_gets_the_ascending_owner_index_and_lists_as_before(tmp_path: Path) -> None:
@@ -827,6 +827,79 @@ async def test_schema_4_gets_the_ascending_owner_index_and_lists_as_before(tmp_p
     db.close()
 
 
+def as_schema_6(path: Path) -> None:
+    """Rewrite a current database in schema 6's layout: one `events` row per entry, no `entry_batches`."""
+    from parley.tasks.entry_codec import decode_entries
+
+    db = sqlite3.connect(path)
+    db.executescript("""
+        CREATE TABLE events (task_id TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL,
+            payload BLOB NOT NULL, PRIMARY KEY (task_id, seq)) WITHOUT ROWID;
+    """)
+    import msgspec
+
+    for task_id, blob in db.execute("SELECT task_id, entries FROM entry_batches").fetchall():
+        db.executemany("INSERT INTO events VALUES (?,?,?,?)",
+                       [(task_id, e.seq, e.kind, msgspec.json.encode(e.event)) for e in decode_entries(blob)])
+    db.executescript("DROP TABLE entry_batches; PRAGMA user_version=6;")
+    db.commit()
+    db.close()
+
+
+async def test_schema_6_entries_become_one_row_per_task_and_read_back_the_same(tmp_path: Path) -> None:
+    """Until schema 6 the log was one `events` row per entry; schema 7 stores a commit's entries as one row.
+    A schema-6 database opens with every entry of every task readable as before, in order, from any point and
+    with any limit (what resubscribe reads: A2A 1.0 section 3.1.6), and takes new commits after them."""
+    path = tmp_path / "v6.db"
+    store = SqliteTaskStore(path)
+    try:
+        for tid in ("t1", "t2"):
+            await put(store, new_task(tid))
+            await advance(store, tid, status(S.WORKING, task_id=tid), art("a", "x", task_id=tid))
+            await advance(store, tid, art("b", "y", task_id=tid))
+        before = {tid: await store.events_after(tid, 0) for tid in ("t1", "t2")}
+    finally:
+        await store.close()
+    as_schema_6(path)
+    store = SqliteTaskStore(path)
+    try:
+        for tid in ("t1", "t2"):
+            assert await store.events_after(tid, 0) == before[tid]
+            assert [e.seq for e in before[tid]] == [1, 2, 3, 4]
+            assert await store.events_after(tid, 1, limit=2) == before[tid][1:3]
+            assert await store.events_after(tid, 4) == []
+        await advance(store, "t1", status(S.COMPLETED))
+        assert [e.seq for e in await store.events_after("t1", 2)] == [3, 4, 5]
+    finally:
+        await store.close()
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT count(*) FROM sqlite_master WHERE name='events'").fetchone()[0] == 0
+    assert db.execute("SELECT count(*) FROM entry_batches").fetchone()[0] == 3  # one per migrated task, one new
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    db.close()
+
+
+async def test_a_commit_s_entries_are_one_row_read_from_any_point(tmp_path: Path) -> None:
+    """Schema 7 writes one row per commit however many entries it has; a reader starting in the middle of a
+    row, or asking for fewer entries than a row holds, gets exactly the entries after its point."""
+    store = SqliteTaskStore(tmp_path / "log.db")
+    try:
+        await put(store, new_task())
+        await advance(store, "t1", status(S.WORKING), art("a", "x"), art("b", "y"))
+        await advance(store, "t1", art("c", "z"), status(S.COMPLETED))
+        everything = await store.events_after("t1", 0)
+        assert [e.seq for e in everything] == [1, 2, 3, 4, 5, 6]
+        for start in range(7):
+            for limit in (None, 1, 2, 3, 10):
+                want = everything[start:] if limit is None else everything[start:start + limit]
+                assert await store.events_after("t1", start, limit) == want, (start, limit)
+    finally:
+        await store.close()
+    db = sqlite3.connect(tmp_path / "log.db")
+    assert [r[0] for r in db.execute("SELECT last_seq FROM entry_batches ORDER BY id")] == [1, 4, 6]
+    db.close()
+
+
 async def test_schema_5_loses_its_outbox_trigger_and_each_webhook_hears_once(tmp_path: Path) -> None:
     """Up to schema 5 a trigger on the events table filled the push outbox; since schema 6 the commit does
     (only for tasks with webhooks). A schema-5 database drops the trigger when opened, so an entry is
@@ -838,6 +911,7 @@ async def test_schema_5_loses_its_outbox_trigger_and_each_webhook_hears_once(tmp
         await advance(store, "t1", status(S.WORKING), push_configs=[hook("a")])
     finally:
         await store.close()
+    as_schema_6(path)
     db = sqlite3.connect(path)
     db.executescript("""
         CREATE TRIGGER push_enqueue AFTER INSERT ON events WHEN NEW.kind IN ('status', 'artifact') BEGIN

@@ -141,6 +141,8 @@ class Run:
     may_reply: bool = False  # nothing visible yet from an agent that may answer with a Message: `working` waits
     created: asyncio.Future | None = None  # a task written in one pass: resolved once its creation is committed
     created_with: list[Entry] = field(default_factory=list)  # the entries of that commit
+    # The run's event loop, looked up once: on Python 3.11 each lookup is a getpid() system call.
+    loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.get_running_loop)
 
     @property
     def task(self) -> m.Task:
@@ -364,7 +366,7 @@ class TaskEngine:
         if run.flush_scheduled:
             return
         run.flush_scheduled = True
-        asyncio.get_running_loop().call_soon(self._flush_if_needed, run)
+        run.loop.call_soon(self._flush_if_needed, run)
 
     def _flush_if_needed(self, run: Run) -> None:
         run.flush_scheduled = False  # what is appended from now on needs a flush of its own
@@ -478,7 +480,7 @@ class TaskEngine:
         msg, task = req.message, rec.task
         first = Entry(1, task)
         run = Run(rec, Turn(task.id, task.context_id), committed_seq=0, unflushed=[first])
-        created = run.created = asyncio.get_running_loop().create_future()
+        created = run.created = run.loop.create_future()
         self._creating[key] = run
         created.add_done_callback(lambda done: self._creation_decided(key, run, done))
         try:
@@ -586,7 +588,7 @@ class TaskEngine:
             context_history=list(context_history or []),
         )
         self.runs[task.id] = run
-        run.aio = asyncio.create_task(self._drive(run, agent, ctx, first_turn), name=f"parley-task-{task.id}")
+        run.aio = run.loop.create_task(self._drive(run, agent, ctx, first_turn), name=f"parley-task-{task.id}")
 
     # --- running ---------------------------------------------------------------------------------
 

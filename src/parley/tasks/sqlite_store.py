@@ -34,6 +34,7 @@ from typing import Any
 import msgspec
 
 from parley.protocol import models as m
+from parley.tasks.entry_codec import decode_entries, encode_entries
 from parley.tasks.log import Entry
 from parley.tasks.store import (
     TERMINAL_SQL,
@@ -59,8 +60,9 @@ from parley.tasks.store import (
 
 # 4: the indexes retention reads (finished tasks by age, idempotency keys by task); 5: tasks_by_owner in ascending
 # order (read backwards for ListTasks), so that a commit adds to its right edge; 6: the push outbox is filled by
-# the commit itself (_ENQUEUE), only for tasks with webhooks, not by a trigger on every event row
-SCHEMA_VERSION = 6
+# the commit itself (_ENQUEUE), only for tasks with webhooks, not by a trigger on every event row; 7: a commit's
+# entries are one row of `entry_batches` (a rowid table: a new row goes to its end), not one `events` row each
+SCHEMA_VERSION = 7
 _UNFINISHED_SQL = f"('{m.TaskState.SUBMITTED.value}', '{m.TaskState.WORKING.value}')"  # what recovery takes over
 _MESSAGE_IDS = """(
     agent_id TEXT NOT NULL,
@@ -136,13 +138,17 @@ CREATE INDEX IF NOT EXISTS tasks_by_owner ON tasks (agent_id, owner, updated_at,
 -- Finished tasks by age, for retention: a task enters it once, when it finishes (commits of running
 -- tasks do not touch it).
 CREATE INDEX IF NOT EXISTS tasks_finished ON tasks (updated_at) WHERE state IN {TERMINAL_SQL};
-CREATE TABLE IF NOT EXISTS events (
+-- The log: each commit's entries as one row (entry_codec.encode_entries: a JSON array of [seq, kind, event]),
+-- `last_seq` the seq of its last entry. Until schema 7 each entry was a row of a WITHOUT ROWID table keyed by
+-- (task_id, seq): an echo task's 7 entries were 7 inserts into its right edge, where SQLite rebalances three
+-- leaves at a time (5 of the 13 pages such a commit wrote). Appending to a rowid table fills its last page.
+CREATE TABLE IF NOT EXISTS entry_batches (
+    id INTEGER PRIMARY KEY,
     task_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    kind TEXT NOT NULL,
-    payload BLOB NOT NULL,
-    PRIMARY KEY (task_id, seq)
-) WITHOUT ROWID;
+    last_seq INTEGER NOT NULL,
+    entries BLOB NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS entry_batches_by_task ON entry_batches (task_id, last_seq);
 CREATE TABLE IF NOT EXISTS message_ids {_MESSAGE_IDS};
 CREATE INDEX IF NOT EXISTS message_ids_by_task ON message_ids (task_id);
 CREATE TABLE IF NOT EXISTS checkpoints (
@@ -210,12 +216,6 @@ DROP TABLE message_ids;
 ALTER TABLE message_ids_v2 RENAME TO message_ids;
 """
 
-_KINDS: dict[str, type] = {
-    "task": m.Task,
-    "message": m.Message,
-    "status": m.TaskStatusUpdateEvent,
-    "artifact": m.TaskArtifactUpdateEvent,
-}
 _RECORD = "agent_id, owner, snapshot, seq, created_at, updated_at, parent_task_id"
 GATE_POLL_SECONDS = 0.001  # how often a write outside the group writes looks whether a checkpoint let go
 WAL_LIMIT_BYTES = 16 * 1024 * 1024  # past this much content the WAL starts over at the next checkpoint round
@@ -223,10 +223,29 @@ _BATCH = 500  # ids per statement (SQLite's parameter limit is 999 on old builds
 log = logging.getLogger("parley.sqlite")
 _enc = msgspec.json.Encoder()
 _task_dec = msgspec.json.Decoder(m.Task)
-_decoders = {k: msgspec.json.Decoder(t) for k, t in _KINDS.items()}
 _push_dec = msgspec.json.Decoder(m.TaskPushNotificationConfig)
 _NOTIFICATION = ("o.id, o.task_id, o.config_id, o.seq, o.kind, o.created_at, o.attempts, o.next_at, o.state, "
                  "o.last_status, o.last_error, o.done_at")
+
+
+def _entries_to_batches(db: sqlite3.Connection) -> None:
+    """Schema 6 -> 7: the `events` rows (one per entry) become `entry_batches` rows, one per task, in the
+    migration's transaction (the bytes of each event are kept as they are)."""
+    if not db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='events'").fetchone():
+        return
+    rows = db.execute("SELECT task_id, seq, kind, payload FROM events ORDER BY task_id, seq")
+    batch: list[bytes] = []
+    task = last = None
+    insert = "INSERT INTO entry_batches (task_id, last_seq, entries) VALUES (?,?,?)"
+    for task_id, seq, kind, payload in rows:
+        if task_id != task and batch:
+            db.execute(insert, (task, last, b"[" + b",".join(batch) + b"]"))
+            batch = []
+        task, last = task_id, seq
+        batch.append(b"[%d,%s,%s]" % (seq, _enc.encode(kind), bytes(payload)))
+    if batch:
+        db.execute(insert, (task, last, b"[" + b",".join(batch) + b"]"))
+    db.execute("DROP TABLE events")
 
 
 def _push_row(p: StoredPushConfig) -> tuple:
@@ -240,7 +259,7 @@ class _Pending:
 
     commit: Commit
     snapshot: bytes
-    rows: list[tuple[str, int, str, bytes]]
+    entries: bytes | None  # encode_entries of the commit's entries (None: it has none)
     done: asyncio.Future[None]
 
 
@@ -310,6 +329,8 @@ class SqliteTaskStore(TaskStore):
             for statement in [*SCHEMA.split(";"), *TRIGGERS]:
                 if statement.strip():
                     db.execute(statement)
+            if has_tasks and version < 7:
+                _entries_to_batches(db)
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def _record(self, row: tuple) -> TaskRecord:
@@ -326,8 +347,7 @@ class SqliteTaskStore(TaskStore):
         check_commit(commit)
         self._loop = loop = asyncio.get_running_loop()
         pending = _Pending(commit, _enc.encode(commit.snapshot),  # now: the caller goes on with its own copy
-                           [(commit.task_id, e.seq, e.kind, _enc.encode(e.event)) for e in commit.entries],
-                           loop.create_future())
+                           encode_entries(commit.entries) if commit.entries else None, loop.create_future())
         self._queue.append(pending)
         if len(self._queue) == 1:
             loop.call_soon(self._write_queue)
@@ -422,7 +442,7 @@ class SqliteTaskStore(TaskStore):
         """The statements of one commit, inside the group transaction."""
         c = pending.commit
         t = c.snapshot
-        snapshot, rows = pending.snapshot, pending.rows
+        snapshot = pending.snapshot
         db = self._db
         if c.record is not None:
             r = c.record
@@ -460,9 +480,11 @@ class SqliteTaskStore(TaskStore):
             db.executemany("INSERT OR REPLACE INTO push_configs VALUES (?,?,?,?,?,?,?)",
                            [_push_row(p) for p in c.push_configs])
             self._pushed.add(c.task_id)
-        db.executemany("INSERT INTO events VALUES (?,?,?,?)", rows)
-        if c.task_id in self._pushed:  # the outbox, in this transaction (see _ENQUEUE)
-            db.executemany(_ENQUEUE, [(task_id, seq, kind) for task_id, seq, kind, _ in rows if kind in _NOTIFIED])
+        if pending.entries is not None:
+            db.execute("INSERT INTO entry_batches (task_id, last_seq, entries) VALUES (?,?,?)",
+                       (c.task_id, c.last_seq, pending.entries))
+            if c.task_id in self._pushed:  # the outbox, in this transaction (see _ENQUEUE)
+                db.executemany(_ENQUEUE, [(c.task_id, e.seq, kind) for e in c.entries if (kind := e.kind) in _NOTIFIED])
         if c.checkpoint is not None:
             db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?,?)", (c.task_id, _enc.encode(c.checkpoint)))
         elif c.drop_checkpoint:
@@ -496,10 +518,18 @@ class SqliteTaskStore(TaskStore):
         return self._record(row) if row else None
 
     async def events_after(self, task_id: str, seq: int, limit: int | None = None) -> list[Entry]:
-        rows = self._db.execute(
-            "SELECT seq, kind, payload FROM events WHERE task_id=? AND seq>? ORDER BY seq LIMIT ?",
-            (task_id, seq, -1 if limit is None else limit)).fetchall()
-        return [Entry(s, _decoders[k].decode(p)) for s, k, p in rows]
+        out: list[Entry] = []
+        # the rows holding entries after `seq`, in order, read one by one: as many as `limit` needs
+        rows = self._db.execute("SELECT entries FROM entry_batches WHERE task_id=? AND last_seq>? ORDER BY last_seq",
+                                (task_id, seq))
+        try:
+            for (batch,) in rows:
+                out.extend(e for e in decode_entries(batch) if e.seq > seq)
+                if limit is not None and len(out) >= limit:
+                    return out[:limit]
+        finally:
+            rows.close()  # a statement left open would hold its read transaction
+        return out
 
     async def list(self, query: TaskQuery) -> TaskPage:
         where = ["1=1"]
@@ -622,7 +652,7 @@ class SqliteTaskStore(TaskStore):
                 marks = ",".join("?" * len(batch))
                 db.execute(f"DELETE FROM push_attempts WHERE notification_id IN "
                            f"(SELECT id FROM push_outbox WHERE task_id IN ({marks}))", batch)
-                for table, column in (("events", "task_id"), ("message_ids", "task_id"), ("checkpoints", "task_id"),
+                for table, column in (("entry_batches", "task_id"), ("message_ids", "task_id"), ("checkpoints", "task_id"),
                                       ("task_links", "parent_task_id"), ("push_outbox", "task_id"),
                                       ("push_configs", "task_id"), ("tasks", "id")):
                     db.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", batch)
