@@ -529,3 +529,34 @@ def test_push_log_of_unknown_task_is_404(server):
     is not found."""
     resp = server.push_log_raw("echo", uid("no-such-task-"))
     assert resp.status_code == 404, resp.text
+
+
+@pytest.mark.parametrize("steps", range(6))
+async def test_stopping_the_dispatcher_as_it_is_woken_stops_it(steps: int) -> None:
+    """docs/push.md: a server that shuts down stops delivering (notifications in flight stay pending). A commit
+    that wakes the dispatcher in the same loop turns as the shutdown stops it must not lose the stop: on
+    Python 3.11 `asyncio.wait_for` could swallow the cancel when the wake-up had completed the wait first,
+    and the dispatcher went on, so `stop()` (and the server's shutdown) waited for it without end. The stop
+    is tried at each of the first loop turns after the wake-up, which covers that window."""
+    import asyncio
+
+    from parley.push.dispatcher import PushDispatcher
+    from parley.push.secrets import SecretBox
+    from parley.push.ssrf import UrlGuard
+    from parley.settings import PushSettings
+    from parley.tasks.memory_store import MemoryTaskStore
+
+    dispatcher = PushDispatcher(MemoryTaskStore(), PushSettings(poll_seconds=3600.0), guard=UrlGuard(),
+                                box=SecretBox())
+    dispatcher.start()
+    for _ in range(5):  # it has read the (empty) outbox and waits for a wake-up
+        await asyncio.sleep(0)
+    runner = dispatcher._runner
+    assert runner is not None and not runner.done()
+    dispatcher.wake()
+    for _ in range(steps):
+        await asyncio.sleep(0)
+    stopping = asyncio.ensure_future(dispatcher.stop())
+    done, _ = await asyncio.wait([stopping], timeout=20.0)  # a failure detector only
+    assert stopping in done, "stop() never returned: the dispatcher lost its cancel"
+    assert runner.cancelled()

@@ -212,3 +212,31 @@ async def test_a_listener_on_one_replica_sees_commits_of_another(postgres_url: s
         await feed.close()
         await replica_b.close()
         await replica_a.close()
+
+
+@pytest.mark.parametrize("steps", range(6))
+async def test_a_listener_cancelled_as_a_change_arrives_ends(feed: ChangeFeed, steps: int) -> None:
+    """A tab closed (its stream cancelled) in the very loop turns in which a change reaches it ends: the cancel
+    is not lost. (`asyncio.wait_for` on Python 3.11 returned the change instead when the cancel came after the
+    read had completed but before the reader resumed, and the reader then waited on for the next change: a
+    stream that outlived its client, and a server shutdown that waited for it.) The cancel is tried at each
+    of the first loop turns after the change is queued, which covers that window whatever its position."""
+    received: list[Change | None | str] = []
+
+    async def tab() -> None:
+        async for change in feed.listen(idle=WAIT):
+            received.append(change)
+
+    reader = asyncio.create_task(tab())
+    await until(lambda: len(feed._listeners) == 1, "the listener is registered")
+    for _ in range(3):  # the reader is waiting on its queue
+        await asyncio.sleep(0)
+    queue = next(iter(feed._listeners))
+    queue.put_nowait(Change(position=1, task_id="t", agent_id="echo", owner="alice", seq=1, state=S.SUBMITTED, at=1.0))
+    for _ in range(steps):
+        await asyncio.sleep(0)
+    reader.cancel()
+    done, _ = await asyncio.wait([reader], timeout=WAIT)
+    assert reader in done and reader.cancelled(), "the cancelled reader went on waiting for the next change"
+    assert len(received) <= 1
+    await until(lambda: not feed._listeners, "the listener is unregistered")

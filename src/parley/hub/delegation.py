@@ -377,8 +377,9 @@ class Delegator:
             async with await self._connect(url, owner) as client:
                 await client.cancel(task_id)
 
-        try:
-            await asyncio.wait_for(asyncio.shield(go()), self.cancel_timeout)
+        try:  # asyncio.timeout, not wait_for (on 3.11 it could drop a cancel of the caller); shielded: best effort
+            async with asyncio.timeout(self.cancel_timeout):
+                await asyncio.shield(go())
         except (TimeoutError, A2AError, ClientError, httpx.HTTPError) as exc:
             log.info("could not cancel delegated task %s at %s: %s", task_id, url, exc)
 
@@ -539,7 +540,8 @@ class Delegation:
         task_id = self.result.task_id
         assert task_id is not None
         try:
-            await asyncio.wait_for(asyncio.shield(client.cancel(task_id)), self.delegator.cancel_timeout)
+            async with asyncio.timeout(self.delegator.cancel_timeout):
+                await asyncio.shield(client.cancel(task_id))
         except (TimeoutError, A2AError, ClientError, httpx.HTTPError) as exc:
             log.info("could not cancel delegated task %s at %s: %s", task_id, self.result.url, exc)
 

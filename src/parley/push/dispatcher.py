@@ -140,8 +140,9 @@ class PushDispatcher:
                 continue  # it came due while the outbox was read: look again at once
             else:
                 wait = min(self.settings.poll_seconds, next_at - now)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), wait)
+            with contextlib.suppress(TimeoutError):  # asyncio.timeout: wait_for (3.11) could drop a stop's cancel
+                async with asyncio.timeout(wait):
+                    await self._wakeup.wait()
 
     async def _start_due(self) -> None:
         free = self.settings.concurrency - len(self._lanes)

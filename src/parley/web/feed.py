@@ -47,9 +47,14 @@ class ChangeFeed:
         try:
             while True:
                 try:
-                    yield await asyncio.wait_for(queue.get(), idle)
+                    # asyncio.timeout, not wait_for: on Python 3.11 wait_for could return a change and drop a
+                    # cancel that came at the same time, and the stream would outlive its client
+                    async with asyncio.timeout(idle):
+                        change = await queue.get()
                 except TimeoutError:
                     yield IDLE
+                    continue
+                yield change
         finally:
             self._listeners.discard(queue)
 
