@@ -13,11 +13,12 @@ import pytest
 
 from parley.postgres import Postgres, PostgresError
 from parley.protocol import models as m
+from parley.tasks.log import Entry
 from parley.tasks.postgres_store import MIGRATIONS, PostgresTaskStore
-from parley.tasks.store import Lease, SequenceConflict
+from parley.tasks.store import Lease, SequenceConflict, encode_cursor
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))
-from test_store_contract import advance, hook, new_task, put, status
+from test_store_contract import advance, hook, new_task, put, query, record, status
 
 S = m.TaskState
 
@@ -134,3 +135,43 @@ async def test_opening_again_migrates_nothing_and_a_newer_schema_is_refused(post
         await store.postgres.close()
     finally:
         await pg.close()
+
+
+async def test_schema_2_gets_the_ascending_owner_index_and_lists_as_before(postgres_url: str) -> None:
+    """Schema 3 keeps `tasks_by_owner` ascending (a commit adds at the right edge of its range); a schema-2
+    database, whose index was descending, gets it rebuilt on open, and ListTasks still answers newest update
+    first, page after page (A2A 1.0 section 3.1.4: tasks/list), reading the index backwards, not sorting."""
+    pg = Postgres(postgres_url)
+    try:
+        assert await pg.migrate("tasks", MIGRATIONS[:2]) == 0  # a database as schema 2 left it
+    finally:
+        await pg.close()
+    store = PostgresTaskStore(Postgres(postgres_url))
+    await store.open()  # migrates to schema 3
+    try:
+        for i in range(5):
+            t = new_task(f"t{i}", state=S.COMPLETED)
+            await store.create(record(t, updated=1000.0 + i), Entry(1, t))
+        seen, token = [], None
+        while True:
+            page = await store.list(query(m.ListTasksRequest(page_size=2, page_token=token)))
+            seen += [r.task.id for r in page.records]
+            token = encode_cursor(page.next_cursor)
+            if not token:
+                break
+        assert seen == ["t4", "t3", "t2", "t1", "t0"]
+    finally:
+        await store.close()
+    conn = await asyncpg.connect(postgres_url)
+    try:
+        definition = await conn.fetchval("SELECT indexdef FROM pg_indexes WHERE indexname = 'tasks_by_owner' "
+                                         "AND schemaname = current_schema()")
+        assert "DESC" not in definition, definition
+        assert await conn.fetchval("SELECT version FROM parley_schema WHERE component = 'tasks'") == len(MIGRATIONS) == 3
+        await conn.execute("SET enable_seqscan = off")  # 5 rows: the planner would scan the table otherwise
+        plan = " ".join(r[0] for r in await conn.fetch(
+            "EXPLAIN SELECT id FROM tasks WHERE agent_id = 'echo' AND owner = 'alice' "
+            "ORDER BY updated_at DESC, id DESC LIMIT 3"))
+        assert "Scan Backward using tasks_by_owner" in plan and "Sort" not in plan, plan
+    finally:
+        await conn.close()

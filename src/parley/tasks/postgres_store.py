@@ -176,7 +176,15 @@ _SCHEMA_2 = f"""
 CREATE INDEX tasks_finished ON tasks (updated_at) WHERE state IN {TERMINAL_SQL};
 CREATE INDEX message_ids_by_task ON message_ids (task_id);
 """
-MIGRATIONS = [_SCHEMA_1, _SCHEMA_2]
+# Schema 3: tasks_by_owner in ascending order, read backwards by ListTasks (newest update first). A new or
+# updated task goes to the right edge of its (agent, owner) range, where nbtree fills a page before it splits
+# it; in descending order it went to the left edge and split pages in half (for 50,000 tasks: 4.3 MB of index
+# against 7.7 MB, measured on PostgreSQL 15). SQLite's store made the same change in its schema 5.
+_SCHEMA_3 = """
+DROP INDEX tasks_by_owner;
+CREATE INDEX tasks_by_owner ON tasks (agent_id, owner, updated_at, id);
+"""
+MIGRATIONS = [_SCHEMA_1, _SCHEMA_2, _SCHEMA_3]
 
 _RECORD = "agent_id, owner, snapshot, seq, created_at, updated_at, parent_task_id"
 _NOTIFICATION = ("o.id, o.task_id, o.config_id, o.seq, o.kind, o.created_at, o.attempts, o.next_at, o.state, "
