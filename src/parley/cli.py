@@ -235,7 +235,8 @@ def serve(
                                    "with task and trace ids)."),
     insecure: bool = typer.Option(False, "--insecure", help="Serve a non-loopback address with no credentials "
                                   "configured: every client is trusted. Never in production."),
-    push_allow: list[str] = typer.Option([], "--push-allow", help="A network (CIDR) or address webhooks may reach "
+    push_allow: list[str] = typer.Option([], "--push-allow",  # noqa: B008 - how Typer declares options
+                                         help="A network (CIDR) or address webhooks may reach "
                                          "although it is not public, e.g. 10.0.0.0/8 (repeatable; adds to "
                                          "the config's push.allow)."),
 ) -> None:
@@ -431,7 +432,7 @@ def _from_config(path: str):
         return asyncio.run(build_app(config))
     except ConfigError as exc:
         raise ServeError(str(exc)) from None
-    except Exception as exc:  # never a traceback at start-up: say what failed, in one line
+    except Exception as exc:  # noqa: BLE001 - never a traceback at start-up: say what failed, in one line
         raise ServeError(f"{path}: cannot build the agents: {type(exc).__name__}: {exc}") from None
 
 
@@ -497,7 +498,8 @@ def _expiry(value: str | None) -> float | None:
     if seconds is not None:
         return _time.time() + seconds
     try:
-        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        # not fromisoformat(value) alone: it rejects a date with a "Z" (2030-01-31Z), which this accepts
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))  # noqa: FURB162
     except ValueError:
         raise ClientError(f"--expires {value!r}: give a duration (30d, 12h, 45m) or an ISO 8601 date") from None
     return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
@@ -705,9 +707,7 @@ async def send(
             async with contextlib.aclosing(client.stream(text, task_id=task_id, context_id=context_id)) as events:
                 async for ev in events:  # closed here, in this task, whatever ends the loop (a closed pipe too)
                     print_json(ev) if as_json else printer(ev)
-                    if isinstance(ev, m.Task):
-                        final = ev.status.state
-                    elif isinstance(ev, m.TaskStatusUpdateEvent):
+                    if isinstance(ev, (m.Task, m.TaskStatusUpdateEvent)):
                         final = ev.status.state
         else:
             result = await client.send(text, task_id=task_id, context_id=context_id, blocking=not no_wait)

@@ -42,7 +42,7 @@ class Pump(Generic[T]):
                 await self._queue.put(item)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # handed to the reader, raised there
+        except Exception as exc:  # noqa: BLE001 - handed to the reader, raised there
             await self._queue.put(_Failed(exc))
             return
         finally:

@@ -149,7 +149,7 @@ class Runtime:
                     self.cards.forget(agent_id)
                     log.warning("agent %r is available again", agent_id)
                     return
-            except Exception:  # noqa: BLE001 - a broken recheck must not end the server; try again later
+            except Exception:  # a broken recheck must not end the server; try again later
                 log.exception("rechecking agent %r failed", agent_id)
 
     def begin_stop(self) -> None:

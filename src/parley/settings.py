@@ -323,8 +323,8 @@ def _bus_problems(settings: Settings) -> list[tuple[str, str]]:
     if bus is not None and bus not in ("local", "postgres") and not is_redis_url(bus):
         found.append(("bus", f"must be \"local\", \"postgres\" or a redis:// URL, got {bus!r}"))
     elif bus is not None and bus != "local" and not is_postgres_url(settings.db):
-        found.append(("bus", "a shared bus needs a shared database: set db to a postgresql:// URL "
-                             f"(db is {settings.db or DEFAULT_DB!r})"))
+        found.append(("bus", ("a shared bus needs a shared database: set db to a postgresql:// URL "
+                              f"(db is {settings.db or DEFAULT_DB!r})")))
     elif bus == "local" and is_postgres_url(settings.db):
         found.append(("bus", "replicas sharing a PostgreSQL database need a shared bus: \"postgres\" or redis://"))
     name = settings.namespace

@@ -15,7 +15,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from parley.protocol import models as m
 
@@ -60,7 +60,7 @@ class Reply:
     metadata: dict[str, Any] | None = None
 
 
-AgentOutput = Union[str, Status, ArtifactChunk, InternalEvent, m.Artifact, m.Message, Reply]
+AgentOutput = str | Status | ArtifactChunk | InternalEvent | m.Artifact | m.Message | Reply
 
 
 class AgentError(Exception):
@@ -149,9 +149,9 @@ class Agent(ABC):
     description: str
     skills: list[m.AgentSkill]
     version: str = "1.0.0"
-    input_modes: list[str] = ["text/plain"]
-    output_modes: list[str] = ["text/plain"]
-    extensions: list[m.AgentExtension] = []
+    input_modes: list[str] = ["text/plain"]  # noqa: RUF012 - a default instances replace, never mutate
+    output_modes: list[str] = ["text/plain"]  # noqa: RUF012 - a default instances replace, never mutate
+    extensions: list[m.AgentExtension] = []  # noqa: RUF012 - a default instances replace, never mutate
     replies: bool = False  # may answer with a Message instead of a Task (ctx.reply first): streams wait for it
     problem: str | None = None  # why the agent cannot work now (a remote agent out of reach); None: available
 

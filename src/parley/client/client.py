@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from contextlib import aclosing
 from collections.abc import AsyncIterator
-from typing import Any
+from contextlib import aclosing
+from typing import Any, Self
 
 import httpx
 
@@ -96,7 +96,7 @@ class A2AClient:
         if self._owns_http and self._http is not None:
             await self._http.aclose()
 
-    async def __aenter__(self) -> A2AClient:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -112,7 +112,7 @@ def _rich_status(metadata: Any) -> status_pb2.Status | None:
             status = status_pb2.Status()
             try:
                 status.ParseFromString(value)
-            except Exception:
+            except Exception:  # noqa: BLE001 - unreadable details: the status code alone says it
                 return None
             return status
     return None

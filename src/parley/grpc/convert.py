@@ -20,7 +20,6 @@ not handle exactly like json_format back to it.
 from __future__ import annotations
 
 import re
-
 from typing import Any
 
 from google.protobuf import empty_pb2, json_format

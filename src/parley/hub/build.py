@@ -34,7 +34,7 @@ def import_object(ref: str, path: str, key: str) -> Any:
             sys.path.insert(0, folder)
     try:
         obj: Any = importlib.import_module(module_name)
-    except Exception as exc:  # ImportError, or an error raised while importing the user's module
+    except Exception as exc:  # noqa: BLE001 - ImportError, or an error raised while importing the user's module
         raise ConfigError(path, key, f"cannot import {module_name!r}: {type(exc).__name__}: {exc}") from None
     for part in attr.split("."):
         try:
@@ -73,7 +73,7 @@ def python_agent(cfg: AgentConfig, path: str, key: str) -> Agent:
     elif callable(obj):
         try:
             agent = obj()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the user's factory failed: a ConfigError says so
             raise ConfigError(path, f"{key}.entry", f"calling {cfg.entry} failed: {type(exc).__name__}: {exc}") from None
         if not isinstance(agent, Agent):
             raise ConfigError(path, f"{key}.entry", f"{cfg.entry}() returned {type(agent).__name__}, not an Agent")

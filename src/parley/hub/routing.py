@@ -232,7 +232,7 @@ class RoutedAgent(Agent):
         delegator = delegator or self.delegator or Delegator()
         try:
             url = delegator.resolve(self.resolve_url(to_agent))
-        except Exception:
+        except Exception:  # noqa: BLE001 - an unresolvable target has no card to read
             return None
         hit = self._cards.get(url)
         if hit is not None and hit[0] > time.monotonic():

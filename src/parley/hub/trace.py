@@ -144,7 +144,7 @@ async def _remote(link: TaskLink, depth: int, http: httpx.AsyncClient) -> dict[s
         client = await A2AClient.connect(link.child_url, bindings=["JSONRPC", "HTTP+JSON"], timeout=FETCH_TIMEOUT)
         async with client:
             task = await client.get(link.child_task_id, history_length=0)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - an unreachable child is a node of the trace, not an error
         node.update(state="unknown", source="unreachable", error=str(exc) or type(exc).__name__)
         return node
     node.update(contextId=task.context_id, state=state_name(task.status.state), message=_status_text(task),

@@ -17,7 +17,7 @@ import logging
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -153,9 +153,9 @@ class RestEndpoint:
 
     binding_version = "1.0"
     dialect: Any = None
-    routes: Routes = []
-    int_params: set[str] = set()
-    bool_params: set[str] = set()
+    routes: ClassVar[Routes] = []
+    int_params: ClassVar[set[str]] = set()
+    bool_params: ClassVar[set[str]] = set()
 
     def __init__(self, pipeline: Pipeline, max_body_bytes: int, keepalive: float = 15.0) -> None:
         self.pipeline = pipeline

@@ -286,12 +286,12 @@ def check_media_types(agent: Agent, req: m.SendMessageRequest) -> None:
                 f"Part {i} is {mt}, which agent {agent.id!r} does not accept (it accepts {', '.join(agent.input_modes)})"
             )
     conf = req.configuration
-    if conf is not None and conf.accepted_output_modes:
-        if not any(media_type_matches(out, conf.accepted_output_modes) for out in agent.output_modes):
-            raise ContentTypeNotSupportedError(
-                f"Agent {agent.id!r} answers in {', '.join(agent.output_modes)}, none of which the client accepts "
-                f"({', '.join(conf.accepted_output_modes)})"
-            )
+    if (conf is not None and conf.accepted_output_modes
+            and not any(media_type_matches(out, conf.accepted_output_modes) for out in agent.output_modes)):
+        raise ContentTypeNotSupportedError(
+            f"Agent {agent.id!r} answers in {', '.join(agent.output_modes)}, none of which the client accepts "
+            f"({', '.join(conf.accepted_output_modes)})"
+        )
 
 
 def check_extensions(agent: Agent, activated: frozenset[str]) -> None:

@@ -12,7 +12,6 @@ from starlette.requests import Request
 
 from parley.settings import Settings
 
-
 # A host name or IPv4 address, or a bracketed IPv6 address, with an optional port (RFC 3986 authority, no user).
 _HOST = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}"
                    r"[A-Za-z0-9])?)*\.?|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")

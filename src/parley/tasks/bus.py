@@ -15,7 +15,7 @@ import asyncio
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Self
 
 import msgspec
 
@@ -47,7 +47,7 @@ class Subscription(ABC):
     def close(self) -> None:
         """Stop receiving."""
 
-    def __enter__(self) -> Subscription:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -20,7 +20,7 @@ def open_store(db: str | None) -> TaskStore:
         return SqliteTaskStore(db)
     except StoreError:
         raise
-    except Exception as exc:  # sqlite3.Error, OSError
+    except Exception as exc:  # noqa: BLE001 - sqlite3.Error, OSError...: one readable line
         reason = getattr(exc, "strerror", None) or str(exc)
         raise StoreError(f"cannot open the task database {db!r}: {reason}") from None
 

@@ -500,9 +500,7 @@ def matches(record: TaskRecord, query: TaskQuery) -> bool:
         return False
     if query.state is not None and t.status.state != query.state:
         return False
-    if query.status_after is not None and (t.status.timestamp or "") < query.status_after:
-        return False
-    return True
+    return not (query.status_after is not None and (t.status.timestamp or "") < query.status_after)
 
 
 def _position_of(query: TaskQuery) -> Callable[[TaskRecord], tuple[float, str]]:

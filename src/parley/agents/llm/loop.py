@@ -249,7 +249,7 @@ class AgentLoop(Agent):
             try:
                 async for ev in backend.stream(request):
                     queue.put_nowait(ev)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - handed to the reader, which logs it and raises LLMError
                 queue.put_nowait(exc)
             else:
                 queue.put_nowait(_END)
@@ -350,7 +350,7 @@ async def _invoke(tool: Tool | None, call: ToolCall, tools: Mapping[str, Tool]) 
         return render_error(str(exc)), False
     try:
         return render_result(await tool.call(args)), True
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - a failing tool is an error result the model reads
         return render_error(exc), False
 
 

@@ -149,7 +149,7 @@ class MCPTools(Toolset):
         try:
             async with asyncio.timeout(self.timeout):
                 await asyncio.shield(runner)
-        except Exception:
+        except Exception:  # noqa: BLE001 - closing never fails: a stuck runner is cancelled
             runner.cancel()
 
     # --- tools -----------------------------------------------------------------
@@ -173,7 +173,7 @@ class MCPTools(Toolset):
         session = await self._ensure()
         try:
             result = await session.call_tool(name, arguments)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure of the call becomes a ToolError
             raise ToolError(f"the MCP server {self.label} refused the call: {_leaf(exc)}") from None
         wire = result.model_dump(mode="json", by_alias=True, exclude_none=True)
         text = _content_text(wire.get("content") or [])

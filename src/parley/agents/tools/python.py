@@ -109,7 +109,7 @@ def function_schema(fn: Callable[..., Any], docs: dict[str, str] | None = None) 
     docs = docs or {}
     try:
         hints = get_type_hints(fn)
-    except Exception:
+    except Exception:  # noqa: BLE001 - unresolvable annotations: schema without types
         hints = {}
     props: dict[str, Any] = {}
     required: list[str] = []
