@@ -900,6 +900,42 @@ async def test_a_commit_s_entries_are_one_row_read_from_any_point(tmp_path: Path
     db.close()
 
 
+async def test_a_long_commit_and_a_long_migrated_log_are_cut_into_rows(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row holds ROW_ENTRIES entries at most, whether one commit brings more (an agent yielding many events
+    in one loop turn) or a schema-6 log is regrouped: a reader paging through a long log (resubscribe, A2A 1.0
+    section 3.1.6) decodes about what it asked for, and reads every entry once, in order, from any point."""
+    from parley.tasks import sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "ROW_ENTRIES", 3)
+    path = tmp_path / "long.db"
+    store = SqliteTaskStore(path)
+    try:
+        await put(store, new_task())
+        await advance(store, "t1", status(S.WORKING), *[art(f"a{i}", "x") for i in range(6)])  # seqs 2-8
+        everything = await store.events_after("t1", 0)
+        assert [e.seq for e in everything] == list(range(1, 9))
+        for start in range(9):
+            for limit in (None, 1, 2, 3, 4, 10):
+                want = everything[start:] if limit is None else everything[start:start + limit]
+                assert await store.events_after("t1", start, limit) == want, (start, limit)
+    finally:
+        await store.close()
+    db = sqlite3.connect(path)
+    assert [r[0] for r in db.execute("SELECT last_seq FROM entry_batches ORDER BY id")] == [1, 4, 7, 8]
+    db.close()
+    as_schema_6(path)  # the same log, one row per entry: regrouped when opened
+    store = SqliteTaskStore(path)
+    try:
+        assert await store.events_after("t1", 0) == everything
+        assert await store.events_after("t1", 2, 4) == everything[2:6]
+    finally:
+        await store.close()
+    db = sqlite3.connect(path)
+    assert [r[0] for r in db.execute("SELECT last_seq FROM entry_batches ORDER BY id")] == [3, 6, 8]
+    db.close()
+
+
 async def test_schema_5_loses_its_outbox_trigger_and_each_webhook_hears_once(tmp_path: Path) -> None:
     """Up to schema 5 a trigger on the events table filled the push outbox; since schema 6 the commit does
     (only for tasks with webhooks). A schema-5 database drops the trigger when opened, so an entry is

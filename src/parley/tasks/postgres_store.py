@@ -179,10 +179,13 @@ CREATE INDEX message_ids_by_task ON message_ids (task_id);
 # Schema 3: tasks_by_owner in ascending order, read backwards by ListTasks (newest update first). A new or
 # updated task goes to the right edge of its (agent, owner) range, where nbtree fills a page before it splits
 # it; in descending order it went to the left edge and split pages in half (for 50,000 tasks: 4.3 MB of index
-# against 7.7 MB, measured on PostgreSQL 15). SQLite's store made the same change in its schema 5.
+# against 7.7 MB, measured on PostgreSQL 15). SQLite's store made the same change in its schema 5. The new
+# index is built before the old one is dropped: the build holds writes to `tasks` (a SHARE lock); the drop takes
+# the table's ACCESS EXCLUSIVE lock, which also holds reads, but only from the drop to the migration's commit.
 _SCHEMA_3 = """
+CREATE INDEX tasks_by_owner_ascending ON tasks (agent_id, owner, updated_at, id);
 DROP INDEX tasks_by_owner;
-CREATE INDEX tasks_by_owner ON tasks (agent_id, owner, updated_at, id);
+ALTER INDEX tasks_by_owner_ascending RENAME TO tasks_by_owner;
 """
 MIGRATIONS = [_SCHEMA_1, _SCHEMA_2, _SCHEMA_3]
 

@@ -220,6 +220,10 @@ _RECORD = "agent_id, owner, snapshot, seq, created_at, updated_at, parent_task_i
 GATE_POLL_SECONDS = 0.001  # how often a write outside the group writes looks whether a checkpoint let go
 WAL_LIMIT_BYTES = 16 * 1024 * 1024  # past this much content the WAL starts over at the next checkpoint round
 _BATCH = 500  # ids per statement (SQLite's parameter limit is 999 on old builds)
+# Entries per `entry_batches` row at most: a commit with more (an agent yielding thousands of events in one
+# loop turn, a migrated log) is several rows, so that a reader paging through a log (follow.PAGE) never decodes
+# much more than the page it asked for.
+ROW_ENTRIES = 256
 log = logging.getLogger("parley.sqlite")
 _enc = msgspec.json.Encoder()
 _task_dec = msgspec.json.Decoder(m.Task)
@@ -229,8 +233,8 @@ _NOTIFICATION = ("o.id, o.task_id, o.config_id, o.seq, o.kind, o.created_at, o.a
 
 
 def _entries_to_batches(db: sqlite3.Connection) -> None:
-    """Schema 6 -> 7: the `events` rows (one per entry) become `entry_batches` rows, one per task, in the
-    migration's transaction (the bytes of each event are kept as they are)."""
+    """Schema 6 -> 7: the `events` rows (one per entry) become `entry_batches` rows of up to ROW_ENTRIES entries
+    of one task, in the migration's transaction (the bytes of each event are kept as they are)."""
     if not db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='events'").fetchone():
         return
     rows = db.execute("SELECT task_id, seq, kind, payload FROM events ORDER BY task_id, seq")
@@ -238,7 +242,7 @@ def _entries_to_batches(db: sqlite3.Connection) -> None:
     task = last = None
     insert = "INSERT INTO entry_batches (task_id, last_seq, entries) VALUES (?,?,?)"
     for task_id, seq, kind, payload in rows:
-        if task_id != task and batch:
+        if batch and (task_id != task or len(batch) == ROW_ENTRIES):
             db.execute(insert, (task, last, b"[" + b",".join(batch) + b"]"))
             batch = []
         task, last = task_id, seq
@@ -246,6 +250,12 @@ def _entries_to_batches(db: sqlite3.Connection) -> None:
     if batch:
         db.execute(insert, (task, last, b"[" + b",".join(batch) + b"]"))
     db.execute("DROP TABLE events")
+
+
+def _log_rows(entries: list[Entry]) -> list[tuple[int, bytes]]:
+    """A commit's entries as `entry_batches` rows: (the last one's seq, encode_entries), ROW_ENTRIES at most."""
+    return [(chunk[-1].seq, encode_entries(chunk))
+            for chunk in (entries[i:i + ROW_ENTRIES] for i in range(0, len(entries), ROW_ENTRIES))]
 
 
 def _push_row(p: StoredPushConfig) -> tuple:
@@ -259,7 +269,7 @@ class _Pending:
 
     commit: Commit
     snapshot: bytes
-    entries: bytes | None  # encode_entries of the commit's entries (None: it has none)
+    rows: list[tuple[int, bytes]]  # the commit's entries as `entry_batches` rows: (last seq, encode_entries)
     done: asyncio.Future[None]
 
 
@@ -347,7 +357,7 @@ class SqliteTaskStore(TaskStore):
         check_commit(commit)
         self._loop = loop = asyncio.get_running_loop()
         pending = _Pending(commit, _enc.encode(commit.snapshot),  # now: the caller goes on with its own copy
-                           encode_entries(commit.entries) if commit.entries else None, loop.create_future())
+                           _log_rows(commit.entries), loop.create_future())
         self._queue.append(pending)
         if len(self._queue) == 1:
             loop.call_soon(self._write_queue)
@@ -480,9 +490,10 @@ class SqliteTaskStore(TaskStore):
             db.executemany("INSERT OR REPLACE INTO push_configs VALUES (?,?,?,?,?,?,?)",
                            [_push_row(p) for p in c.push_configs])
             self._pushed.add(c.task_id)
-        if pending.entries is not None:
-            db.execute("INSERT INTO entry_batches (task_id, last_seq, entries) VALUES (?,?,?)",
-                       (c.task_id, c.last_seq, pending.entries))
+        if pending.rows:
+            for last_seq, batch in pending.rows:  # one row, unless the commit has over ROW_ENTRIES entries
+                db.execute("INSERT INTO entry_batches (task_id, last_seq, entries) VALUES (?,?,?)",
+                           (c.task_id, last_seq, batch))
             if c.task_id in self._pushed:  # the outbox, in this transaction (see _ENQUEUE)
                 db.executemany(_ENQUEUE, [(c.task_id, e.seq, kind) for e in c.entries if (kind := e.kind) in _NOTIFIED])
         if c.checkpoint is not None:
