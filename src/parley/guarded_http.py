@@ -8,9 +8,6 @@ request's first byte, and a response the client has stopped reading (the transpo
 its high-water mark) is abandoned after `stall_seconds`. Either way the connection is aborted, which frees
 its buffers at once; an SSE client resumes with Last-Event-ID like after any dropped connection.
 
-Writes of one loop turn leave as one (parley.coalesced_writes): a response's head with its body, an SSE
-stream's frames that are ready together; a complete response is written at once.
-
 The header timer is not armed and cancelled per request: a request notes when its headers began, and the
 connection's one timer, when it fires, closes the connection if headers are still awaited after
 `header_seconds`, else is armed again for what is left (or not at all, when no request is begun).
@@ -24,8 +21,6 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from parley.coalesced_writes import CoalescedWrites
-
 log = logging.getLogger("parley.http")
 
 
@@ -36,7 +31,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     stall_seconds: float = 60.0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(CoalescedWrites(transport, self.loop))  # type: ignore[arg-type]
+        super().connection_made(transport)
         self._header_timer: asyncio.TimerHandle | None = None
         self._stall_timer: asyncio.TimerHandle | None = None
         self._headers_since: float | None = self.loop.time()  # a connection that sends nothing is closed too
@@ -51,10 +46,6 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._headers_since = None
         super().on_headers_complete()
-
-    def on_response_complete(self) -> None:
-        self.transport.flush()  # type: ignore[attr-defined]  # a complete response leaves now, with this turn's writes
-        super().on_response_complete()
 
     def pause_writing(self) -> None:
         super().pause_writing()
