@@ -110,6 +110,18 @@ def query(req: m.ListTasksRequest | None = None, *, agent: str = "echo", owner: 
     return make_query(agent, owner, req or m.ListTasksRequest())
 
 
+async def listed_ids(store: TaskStore, page_size: int = 2) -> list[str]:
+    """The ids ListTasks gives (echo, alice), page after page, in the order given."""
+    seen: list[str] = []
+    token = None
+    while True:
+        page = await store.list(query(m.ListTasksRequest(page_size=page_size, page_token=token)))
+        seen += [r.task.id for r in page.records]
+        token = encode_cursor(page.next_cursor) or None
+        if token is None:
+            return seen
+
+
 # --- tasks and logs ------------------------------------------------------------------------------------------------
 
 
@@ -807,14 +819,7 @@ async def test_schema_4_gets_the_ascending_owner_index_and_lists_as_before(tmp_p
     db.close()
     store = SqliteTaskStore(path)
     try:
-        seen, token = [], None
-        while True:
-            page = await store.list(query(m.ListTasksRequest(page_size=2, page_token=token)))
-            seen += [r.task.id for r in page.records]
-            token = encode_cursor(page.next_cursor)
-            if not token:
-                break
-        assert seen == ["t4", "t3", "t2", "t1", "t0"]
+        assert await listed_ids(store) == ["t4", "t3", "t2", "t1", "t0"]
     finally:
         await store.close()
     db = sqlite3.connect(path)

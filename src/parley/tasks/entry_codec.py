@@ -47,9 +47,15 @@ def encode_entries(entries: list[Entry]) -> bytes:
     return _enc.encode([(e.seq, e.kind, e.event) for e in entries])
 
 
+def encode_stored(entries: list[tuple[int, str, bytes]]) -> bytes:
+    """What :func:`encode_entries` makes, from entries stored as (seq, kind, payload): the events' JSON is
+    kept as it is, not decoded."""
+    return _enc.encode([(seq, kind, msgspec.Raw(payload)) for seq, kind, payload in entries])
+
+
 def decode_entries(data: bytes | str) -> list[Entry]:
     """The batch :func:`encode_entries` made."""
     return [decode_entry(w.seq, w.kind, w.event) for w in _wire_list_dec.decode(data)]
 
 
-__all__ = ["KINDS", "EntryKind", "decode_entries", "decode_entry", "encode_entries", "encode_event"]
+__all__ = ["KINDS", "EntryKind", "decode_entries", "decode_entry", "encode_entries", "encode_event", "encode_stored"]

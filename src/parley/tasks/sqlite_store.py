@@ -34,7 +34,7 @@ from typing import Any
 import msgspec
 
 from parley.protocol import models as m
-from parley.tasks.entry_codec import decode_entries, encode_entries
+from parley.tasks.entry_codec import decode_entries, encode_entries, encode_stored
 from parley.tasks.log import Entry
 from parley.tasks.store import (
     TERMINAL_SQL,
@@ -238,17 +238,17 @@ def _entries_to_batches(db: sqlite3.Connection) -> None:
     if not db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='events'").fetchone():
         return
     rows = db.execute("SELECT task_id, seq, kind, payload FROM events ORDER BY task_id, seq")
-    batch: list[bytes] = []
-    task = last = None
+    batch: list[tuple[int, str, bytes]] = []
+    task = None
     insert = "INSERT INTO entry_batches (task_id, last_seq, entries) VALUES (?,?,?)"
     for task_id, seq, kind, payload in rows:
         if batch and (task_id != task or len(batch) == ROW_ENTRIES):
-            db.execute(insert, (task, last, b"[" + b",".join(batch) + b"]"))
+            db.execute(insert, (task, batch[-1][0], encode_stored(batch)))
             batch = []
-        task, last = task_id, seq
-        batch.append(b"[%d,%s,%s]" % (seq, _enc.encode(kind), bytes(payload)))
+        task = task_id
+        batch.append((seq, kind, bytes(payload)))
     if batch:
-        db.execute(insert, (task, last, b"[" + b",".join(batch) + b"]"))
+        db.execute(insert, (task, batch[-1][0], encode_stored(batch)))
     db.execute("DROP TABLE events")
 
 
@@ -490,12 +490,11 @@ class SqliteTaskStore(TaskStore):
             db.executemany("INSERT OR REPLACE INTO push_configs VALUES (?,?,?,?,?,?,?)",
                            [_push_row(p) for p in c.push_configs])
             self._pushed.add(c.task_id)
-        if pending.rows:
-            for last_seq, batch in pending.rows:  # one row, unless the commit has over ROW_ENTRIES entries
-                db.execute("INSERT INTO entry_batches (task_id, last_seq, entries) VALUES (?,?,?)",
-                           (c.task_id, last_seq, batch))
-            if c.task_id in self._pushed:  # the outbox, in this transaction (see _ENQUEUE)
-                db.executemany(_ENQUEUE, [(c.task_id, e.seq, kind) for e in c.entries if (kind := e.kind) in _NOTIFIED])
+        for last_seq, batch in pending.rows:  # one row, unless the commit has over ROW_ENTRIES entries
+            db.execute("INSERT INTO entry_batches (task_id, last_seq, entries) VALUES (?,?,?)",
+                       (c.task_id, last_seq, batch))
+        if c.task_id in self._pushed:  # the outbox, in this transaction (see _ENQUEUE)
+            db.executemany(_ENQUEUE, [(c.task_id, e.seq, kind) for e in c.entries if (kind := e.kind) in _NOTIFIED])
         if c.checkpoint is not None:
             db.execute("INSERT OR REPLACE INTO checkpoints VALUES (?,?)", (c.task_id, _enc.encode(c.checkpoint)))
         elif c.drop_checkpoint:
