@@ -1,8 +1,9 @@
 """Baseline for the benchmarks: the official a2a-sdk (1.3) server running an echo agent.
 
 It does the same work as Parley's built-in `echo` agent
-(src/parley/agents/builtin.py): the input text is streamed back in chunks of
-3 words as artifact updates of one artifact named "response" (first chunk
+(src/parley/agents/builtin.py): the input text is streamed back in the same pieces
+(`echo_chunks` is `parley.agents.builtin.chunks_of`, copied so that this server does not import
+Parley) as artifact updates of one artifact named "response" (first chunk
 append=false, later ones append=true, the last one lastChunk=true), then the
 task completes. The event sequence a client sees is the same as Parley's:
 
@@ -36,18 +37,31 @@ from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Part
 from starlette.applications import Starlette
 
-CHUNK_WORDS = 3  # same as parley.agents.builtin.CHUNK_WORDS
+MIN_CHUNK = 16  # as parley.agents.builtin: characters; longer texts get longer chunks,
+MAX_CHUNKS = 64  # about this many at most
 
 
 def echo_chunks(text: str) -> list[str]:
-    """The chunks Parley's echo agent yields for `text` (same split, same spacing)."""
+    """The pieces Parley's echo agent yields for `text` (parley.agents.builtin.chunks_of): about
+    max(MIN_CHUNK, len/MAX_CHUNKS) characters each, cut at spaces where possible."""
     text = text or "(your message had no text)"
-    words = text.split(" ")
-    return [(" " if i else "") + " ".join(words[i : i + CHUNK_WORDS]) for i in range(0, len(words), CHUNK_WORDS)]
+    size = max(MIN_CHUNK, -(-len(text) // MAX_CHUNKS))
+    if len(text) <= size:
+        return [text]
+    out, i = [], 0
+    while i < len(text):
+        end = min(i + size, len(text))
+        if end < len(text):
+            cut = text.rfind(" ", i + 1, end + 1)  # the space starts the next piece, as in " world"
+            if cut > i:
+                end = cut
+        out.append(text[i:end])
+        i = end
+    return out
 
 
 class EchoExecutor(AgentExecutor):
-    """Echoes the user's text back, streamed in 3-word chunks as artifact updates."""
+    """Echoes the user's text back, streamed in pieces as artifact updates."""
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task = context.current_task

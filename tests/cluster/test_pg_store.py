@@ -13,12 +13,23 @@ import pytest
 
 from parley.postgres import Postgres, PostgresError
 from parley.protocol import models as m
-from parley.tasks.log import Entry
+from parley.tasks.log import Entry, fold
 from parley.tasks.postgres_store import MIGRATIONS, PostgresTaskStore
 from parley.tasks.store import Lease, SequenceConflict
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "unit"))
-from test_store_contract import advance, hook, listed_ids, new_task, put, record, status
+from test_store_contract import (
+    SNAPSHOT_EVERY,
+    advance,
+    chunk,
+    hook,
+    listed_ids,
+    new_task,
+    put,
+    record,
+    status,
+    stored_snapshot,
+)
 
 S = m.TaskState
 
@@ -137,6 +148,42 @@ async def test_opening_again_migrates_nothing_and_a_newer_schema_is_refused(post
         await pg.close()
 
 
+async def test_schema_3_gets_lagging_snapshots_and_reads_as_before(postgres_url: str) -> None:
+    """Schema 4 adds `tasks.snapshot_seq`: a commit of artifact updates only leaves the stored snapshot behind.
+    A task written by schema 3 (a whole snapshot, no such column) reads the same after the migration (A2A 1.0
+    section 3.1.3: GetTask gives the task's current state) and streams on, reading whole after every chunk."""
+    pg = Postgres(postgres_url)
+    try:
+        assert await pg.migrate("tasks", MIGRATIONS[:3]) == 0  # a database as schema 3 left it
+    finally:
+        await pg.close()
+    task = new_task(state=S.WORKING)
+    conn = await asyncpg.connect(postgres_url)
+    try:
+        import msgspec
+
+        await conn.execute("INSERT INTO tasks VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)",
+                           "t1", "echo", "alice", "c1", S.WORKING.value, None, msgspec.json.encode(task), 1, 1.0, 1.0,
+                           None, None, None)
+        await conn.execute("INSERT INTO events VALUES ($1,$2,$3,$4)", "t1", 1, "task", msgspec.json.encode(task))
+    finally:
+        await conn.close()
+    store = PostgresTaskStore(Postgres(postgres_url))
+    await store.open()  # migrates to schema 4
+    try:
+        got = await store.get("t1")
+        assert got is not None and (got.task, got.seq) == (task, 1)
+        expected = task
+        for i in range(SNAPSHOT_EVERY + 3):
+            expected = fold(expected, [chunk(i)])
+            await advance(store, "t1", chunk(i))
+        got = await store.get("t1")
+        assert got is not None and (got.task, got.seq) == (expected, SNAPSHOT_EVERY + 4)
+        assert (await stored_snapshot(store, "t1"))[1] == SNAPSHOT_EVERY  # stored whole at 64, lagging since
+    finally:
+        await store.close()
+
+
 async def test_schema_2_gets_the_ascending_owner_index_and_lists_as_before(postgres_url: str) -> None:
     """Schema 3 keeps `tasks_by_owner` ascending (a commit adds at the right edge of its range); a schema-2
     database, whose index was descending, gets it rebuilt on open, and ListTasks still answers newest update
@@ -160,7 +207,7 @@ async def test_schema_2_gets_the_ascending_owner_index_and_lists_as_before(postg
         definition = await conn.fetchval("SELECT indexdef FROM pg_indexes WHERE indexname = 'tasks_by_owner' "
                                          "AND schemaname = current_schema()")
         assert "DESC" not in definition, definition
-        assert await conn.fetchval("SELECT version FROM parley_schema WHERE component = 'tasks'") == len(MIGRATIONS) == 3
+        assert await conn.fetchval("SELECT version FROM parley_schema WHERE component = 'tasks'") == len(MIGRATIONS) == 4
         await conn.execute("SET enable_seqscan = off")  # 5 rows: the planner would scan the table otherwise
         plan = " ".join(r[0] for r in await conn.fetch(
             "EXPLAIN SELECT id FROM tasks WHERE agent_id = 'echo' AND owner = 'alice' "

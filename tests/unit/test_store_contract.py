@@ -12,6 +12,7 @@ import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from parley.protocol import models as m
@@ -25,6 +26,7 @@ from parley.tasks.store import (
     DuplicateMessage,
     Lease,
     MessageKey,
+    SNAPSHOT_EVERY,
     Retention,
     SequenceConflict,
     StoredPushConfig,
@@ -35,6 +37,7 @@ from parley.tasks.store import (
     encode_cursor,
     fingerprint,
     make_query,
+    stores_snapshot,
 )
 
 S = m.TaskState
@@ -180,6 +183,109 @@ async def test_the_committed_snapshot_is_what_get_returns_whatever_the_caller_do
     assert later is not working and working.artifacts is None
     got = await store.get("t1")
     assert got is not None and got.task.artifacts is None and got.task.status.state is S.WORKING
+
+
+def chunk(i: int, *, task_id: str = "t1") -> m.TaskArtifactUpdateEvent:
+    """The i-th piece of a streamed answer: one artifact, appended to from the second piece on."""
+    return m.TaskArtifactUpdateEvent(task_id=task_id, context_id="c1", append=i > 0,
+                                     artifact=m.Artifact(artifact_id="answer", parts=[m.Part(text=f"w{i} ")]))
+
+
+STREAMED = SNAPSHOT_EVERY * 2 + 5  # chunks: past two multiples of SNAPSHOT_EVERY, and a lagging tail after them
+
+
+async def test_a_streamed_answer_reads_whole_after_every_commit(store: TaskStore) -> None:
+    """An agent streaming its answer commits one artifact update at a time; stores keep the snapshot of such
+    commits only now and then (store.stores_snapshot). GetTask answers with the task's current state and
+    artifacts all the same (A2A 1.0 section 3.1.3), and ListTasks with the same task, after every commit; so
+    does the status that ends the answer, with every chunk in the one text part they make."""
+    await put(store, new_task(state=S.WORKING))
+    got = await store.get("t1")
+    assert got is not None
+    expected = got.task
+    for i in range(STREAMED):
+        expected = fold(expected, [chunk(i)])
+        await advance(store, "t1", chunk(i))
+        got = await store.get("t1")
+        assert got is not None and (got.task, got.seq) == (expected, i + 2), i
+        if i % 7 == 0:
+            assert [r.task for r in (await store.list(query())).records] == [expected], i
+    await advance(store, "t1", status(S.COMPLETED))
+    got = await store.get("t1")
+    assert got is not None and got.task == fold(expected, [status(S.COMPLETED)]) and got.seq == STREAMED + 2
+    assert got.task.artifacts is not None and got.task.artifacts[0].parts == [
+        m.Part(text="".join(f"w{i} " for i in range(STREAMED)))]
+    assert [e.seq for e in await store.events_after("t1", 0)] == list(range(1, STREAMED + 3))
+
+
+async def test_an_orphan_claimed_mid_answer_comes_with_every_chunk(store: TaskStore) -> None:
+    """A process that takes over a task left working (its run's process died mid-answer) gets the task as far
+    as it was committed, every chunk of it, to resume or fail it from there."""
+    await put(store, new_task(state=S.WORKING), lease=Lease("A", 10.0))
+    got = await store.get("t1")
+    assert got is not None
+    expected = fold(got.task, [chunk(i) for i in range(SNAPSHOT_EVERY + 3)])
+    for i in range(SNAPSHOT_EVERY + 3):
+        await advance(store, "t1", chunk(i))
+    claimed = await store.claim_orphans("B", now=50.0, expires_at=80.0)
+    assert [(r.task, r.seq) for r in claimed] == [(expected, SNAPSHOT_EVERY + 4)]
+
+
+def test_which_commits_store_their_snapshot() -> None:
+    """store.stores_snapshot: a creation, anything but artifact updates, or entries reaching a multiple of
+    SNAPSHOT_EVERY store the snapshot; artifact updates within one stretch of SNAPSHOT_EVERY, or no entries
+    at all (a lease or a checkpoint alone), leave the stored one as it was."""
+    task = new_task(state=S.WORKING)
+
+    def commit(after: int, *events: object, **kw: object) -> Commit:
+        entries = [Entry(after + i, ev) for i, ev in enumerate(events, 1)]  # type: ignore[arg-type]
+        return Commit(task_id="t1", expected_seq=after, entries=entries, snapshot=task, updated_at=1.0,
+                      **kw)  # type: ignore[arg-type]
+
+    n = SNAPSHOT_EVERY
+    assert stores_snapshot(commit(0, task, record=record(task)))
+    assert not stores_snapshot(commit(1, chunk(0)))
+    assert not stores_snapshot(commit(n - 3, chunk(0), chunk(1)))  # up to n - 1
+    assert stores_snapshot(commit(n - 2, chunk(0), chunk(1)))  # reaches n
+    assert stores_snapshot(commit(n - 1, chunk(0)))
+    assert not stores_snapshot(commit(n, chunk(0)))
+    assert stores_snapshot(commit(2 * n - 1, chunk(0), chunk(1)))  # passes 2n
+    assert stores_snapshot(commit(5, chunk(0), status(S.WORKING)))
+    assert stores_snapshot(commit(5, msg("m2", "more")))
+    assert not stores_snapshot(commit(5, lease=Lease("A", 9.0)))
+
+
+async def stored_snapshot(store: TaskStore, task_id: str) -> tuple[bytes, int | None]:
+    """The snapshot bytes a durable store holds for a task, and the seq it lags at (None: it is whole)."""
+    if isinstance(store, SqliteTaskStore):
+        row = store._db.execute("SELECT snapshot, snapshot_seq FROM tasks WHERE id=?", (task_id,)).fetchone()
+    else:
+        row = await store.pool.fetchrow("SELECT snapshot, snapshot_seq FROM tasks WHERE id=$1", task_id)  # type: ignore[attr-defined]
+    return bytes(row[0]), row[1]
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"], indirect=True)
+async def test_chunks_of_an_answer_do_not_rewrite_the_stored_snapshot(store: TaskStore) -> None:
+    """Rewriting the whole task for every chunk made a streamed answer's writes grow with the square of its
+    length (bench/RESULTS.md). The durable stores write the snapshot when a commit reaches a multiple of
+    SNAPSHOT_EVERY entries, and whenever anything but artifact updates is appended (a status: whole again)."""
+    await put(store, new_task(state=S.WORKING))
+    rewrites, previous = [], (await stored_snapshot(store, "t1"))[0]
+    for i in range(STREAMED):
+        await advance(store, "t1", chunk(i))
+        current, lags_at = await stored_snapshot(store, "t1")
+        seq = i + 2
+        if current != previous:
+            rewrites.append(seq)
+            assert lags_at is None, seq
+        else:
+            assert lags_at is not None and lags_at < seq and seq - lags_at < SNAPSHOT_EVERY, (seq, lags_at)
+        previous = current
+    assert rewrites == [n for n in range(2, STREAMED + 2) if n % SNAPSHOT_EVERY == 0]
+    await advance(store, "t1", status(S.COMPLETED))
+    current, lags_at = await stored_snapshot(store, "t1")
+    got = await store.get("t1")
+    assert lags_at is None and got is not None and msgspec.json.decode(current, type=m.Task) == got.task
 
 
 async def test_logs_are_per_task(store: TaskStore) -> None:
@@ -795,7 +901,7 @@ async def test_an_older_sqlite_schema_is_migrated(tmp_path: Path) -> None:
     finally:
         await store.close()
     version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
-    assert version == SCHEMA_VERSION == 7
+    assert version == SCHEMA_VERSION == 8
 
 
 async def test_schema_4_gets_the_ascending_owner_index_and_lists_as_before(tmp_path: Path) -> None:
@@ -810,6 +916,7 @@ async def test_schema_4_gets_the_ascending_owner_index_and_lists_as_before(tmp_p
             await store.create(record(t, updated=1000.0 + i), Entry(1, t))
     finally:
         await store.close()
+    as_schema_7(path)
     db = sqlite3.connect(path)
     db.executescript("""
         DROP INDEX tasks_by_owner;
@@ -832,10 +939,66 @@ async def test_schema_4_gets_the_ascending_owner_index_and_lists_as_before(tmp_p
     db.close()
 
 
+def as_schema_7(path: Path) -> None:
+    """Rewrite a current database in schema 7's layout: every snapshot whole (the log's artifact updates since
+    a lagging one folded in), no `tasks.snapshot_seq`."""
+    import msgspec
+
+    from parley.tasks.entry_codec import decode_entries
+    from parley.tasks.log import fold
+
+    db = sqlite3.connect(path)
+    lagging = db.execute("SELECT id, snapshot, snapshot_seq FROM tasks WHERE snapshot_seq IS NOT NULL").fetchall()
+    for task_id, snapshot, since in lagging:
+        later = [e.event for (blob,) in db.execute("SELECT entries FROM entry_batches WHERE task_id=? "
+                                                    "ORDER BY last_seq", (task_id,))
+                 for e in decode_entries(blob) if e.seq > since]
+        whole = fold(msgspec.json.decode(snapshot, type=m.Task), later)
+        db.execute("UPDATE tasks SET snapshot=? WHERE id=?", (msgspec.json.encode(whole), task_id))
+    db.executescript("ALTER TABLE tasks DROP COLUMN snapshot_seq; PRAGMA user_version=7;")
+    db.commit()
+    db.close()
+
+
+async def test_schema_7_gets_lagging_snapshots_and_reads_as_before(tmp_path: Path) -> None:
+    """Schema 8 lets a stored snapshot lag behind artifact updates (`tasks.snapshot_seq`). A schema-7 database
+    (every snapshot whole, no such column) opens with its tasks reading the same (A2A 1.0 section 3.1.3), and
+    a task streaming on after the migration reads whole after each chunk."""
+    path = tmp_path / "v7.db"
+    store = SqliteTaskStore(path)
+    try:
+        await put(store, new_task(state=S.WORKING))
+        for i in range(SNAPSHOT_EVERY + 3):
+            await advance(store, "t1", chunk(i))
+        before = await store.get("t1")
+    finally:
+        await store.close()
+    as_schema_7(path)
+    db = sqlite3.connect(path)
+    assert "snapshot_seq" not in [c[1] for c in db.execute("PRAGMA table_info(tasks)")]
+    db.close()
+    store = SqliteTaskStore(path)
+    try:
+        assert await store.get("t1") == before
+        expected = before.task if before is not None else None
+        for i in range(SNAPSHOT_EVERY + 3, SNAPSHOT_EVERY + 6):
+            expected = fold(expected, [chunk(i)])  # type: ignore[arg-type]
+            await advance(store, "t1", chunk(i))
+            got = await store.get("t1")
+            assert got is not None and got.task == expected
+            assert (await stored_snapshot(store, "t1"))[1] is not None  # lagging again, as new commits make it
+    finally:
+        await store.close()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
+    db.close()
+
+
 def as_schema_6(path: Path) -> None:
     """Rewrite a current database in schema 6's layout: one `events` row per entry, no `entry_batches`."""
     from parley.tasks.entry_codec import decode_entries
 
+    as_schema_7(path)
     db = sqlite3.connect(path)
     db.executescript("""
         CREATE TABLE events (task_id TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL,

@@ -31,7 +31,7 @@ import msgspec
 from parley.postgres import Postgres, PostgresTables
 from parley.protocol import models as m
 from parley.tasks.entry_codec import decode_entry, encode_event
-from parley.tasks.log import Entry
+from parley.tasks.log import Entry, fold
 from parley.tasks.store import (
     TERMINAL_SQL,
     TRIM_CHANGES,
@@ -51,6 +51,7 @@ from parley.tasks.store import (
     TaskRecord,
     TaskStore,
     check_commit,
+    stores_snapshot,
     visible,
 )
 
@@ -187,9 +188,16 @@ CREATE INDEX tasks_by_owner_ascending ON tasks (agent_id, owner, updated_at, id)
 DROP INDEX tasks_by_owner;
 ALTER INDEX tasks_by_owner_ascending RENAME TO tasks_by_owner;
 """
-MIGRATIONS = [_SCHEMA_1, _SCHEMA_2, _SCHEMA_3]
+# Schema 4: `snapshot_seq` (NULL: the snapshot is the task at `seq`; else at `snapshot_seq`, and the entries
+# after it are artifact updates that readers fold in). A commit of artifact updates only leaves the snapshot be
+# (store.stores_snapshot): a streamed answer no longer rewrites the whole task for every chunk. The column has no
+# default, so adding it rewrites nothing.
+_SCHEMA_4 = """
+ALTER TABLE tasks ADD COLUMN snapshot_seq INTEGER;
+"""
+MIGRATIONS = [_SCHEMA_1, _SCHEMA_2, _SCHEMA_3, _SCHEMA_4]
 
-_RECORD = "agent_id, owner, snapshot, seq, created_at, updated_at, parent_task_id"
+_RECORD = "agent_id, owner, snapshot, seq, created_at, updated_at, parent_task_id, snapshot_seq"
 _NOTIFICATION = ("o.id, o.task_id, o.config_id, o.seq, o.kind, o.created_at, o.attempts, o.next_at, o.state, "
                  "o.last_status, o.last_error, o.done_at")
 # The oldest pending notification of each (task, webhook) lane that is not busy here, and when it may be sent:
@@ -204,10 +212,31 @@ _task_dec = msgspec.json.Decoder(m.Task)
 _push_dec = msgspec.json.Decoder(m.TaskPushNotificationConfig)
 
 
-def _record(row: Any) -> TaskRecord:
-    agent_id, owner, snapshot, seq, created, updated, parent = row
-    return TaskRecord(task=_task_dec.decode(snapshot), agent_id=agent_id, owner=owner, seq=seq,
+def _record(row: Any, task: m.Task, later: list[Entry] | None) -> TaskRecord:
+    """A tasks row as a record (`task`: its snapshot, decoded); `later`: the log's entries after a lagging
+    snapshot, folded in."""
+    agent_id, owner, _, seq, created, updated, parent, _ = row
+    if later:
+        task = fold(task, [e.event for e in later])
+    return TaskRecord(task=task, agent_id=agent_id, owner=owner, seq=seq,
                       created_at=created, updated_at=updated, parent_task_id=parent)
+
+
+async def _records(conn: Any, rows: list[Any]) -> list[TaskRecord]:
+    """Rows of `tasks` (`_RECORD`) as records, the artifact updates after each lagging snapshot folded in (read
+    in one query)."""
+    tasks = [_task_dec.decode(r[2]) for r in rows]
+    lagging = [(t.id, r[7], r[3]) for t, r in zip(tasks, rows, strict=True) if r[7] is not None and r[7] < r[3]]
+    later: dict[str, list[Entry]] = {}
+    if lagging:
+        found = await conn.fetch(
+            "SELECT e.task_id, e.seq, e.kind, e.payload FROM events e "
+            "JOIN unnest($1::text[], $2::int[], $3::int[]) AS l(id, since, upto) "
+            "ON e.task_id = l.id AND e.seq > l.since AND e.seq <= l.upto ORDER BY e.task_id, e.seq",
+            [i for i, _, _ in lagging], [since for _, since, _ in lagging], [upto for _, _, upto in lagging])
+        for task_id, seq, kind, payload in found:
+            later.setdefault(task_id, []).append(decode_entry(seq, kind, payload))
+    return [_record(r, t, later.get(t.id)) for t, r in zip(tasks, rows, strict=True)]
 
 
 def _push_args(p: StoredPushConfig) -> tuple:
@@ -244,7 +273,7 @@ class PostgresTaskStore(PostgresTables, TaskStore):
         check_commit(commit)
         c = commit
         t = c.snapshot
-        snapshot = _enc.encode(t)  # before the first await: the caller goes on with its own copy
+        snapshot = _enc.encode(t) if stores_snapshot(c) else None  # before the first await (the caller goes on)
         seqs = [e.seq for e in c.entries]
         kinds = [e.kind for e in c.entries]
         payloads = [encode_event(e) for e in c.entries]
@@ -264,7 +293,7 @@ class PostgresTaskStore(PostgresTables, TaskStore):
                 r = c.record
                 lease = (c.lease.holder, c.lease.expires_at) if c.lease is not None else (None, None)
                 written = await conn.fetchval(
-                    "WITH t AS (INSERT INTO tasks VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13) "
+                    "WITH t AS (INSERT INTO tasks VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,NULL) "
                     "ON CONFLICT DO NOTHING RETURNING id) "
                     "INSERT INTO events SELECT t.id, e.seq, e.kind, e.payload FROM t, "
                     "unnest($14::int[], $15::text[], $16::bytea[]) AS e(seq, kind, payload) RETURNING 1",
@@ -273,21 +302,25 @@ class PostgresTaskStore(PostgresTables, TaskStore):
                 if written is None:
                     raise SequenceConflict(c.task_id, 0, await self._seq(conn, c.task_id))
             else:
-                if c.lease is not None:
-                    lease_sql, lease_args = ", lease_holder=$8, lease_expires=$9", [c.lease.holder, c.lease.expires_at]
-                elif c.release_lease:
-                    lease_sql, lease_args = ", lease_holder=NULL, lease_expires=NULL", []
+                args: list[Any] = [c.task_id, c.expected_seq, c.last_seq, c.updated_at]
+                if snapshot is None:  # artifact updates only: state and snapshot stay, readers fold the log since
+                    sets = ["snapshot_seq=coalesce(snapshot_seq, $2)"]
                 else:
-                    lease_sql, lease_args = "", []
-                n = len(lease_args)
+                    args += [state, status_ts, snapshot]
+                    sets = ["state=$5, status_ts=$6, snapshot=$7, snapshot_seq=NULL"]
+                if c.lease is not None:
+                    args += [c.lease.holder, c.lease.expires_at]
+                    sets.append(f"lease_holder=${len(args) - 1}, lease_expires=${len(args)}")
+                elif c.release_lease:
+                    sets.append("lease_holder=NULL, lease_expires=NULL")
+                args += [seqs, kinds, payloads]
+                k = len(args)
                 updated = await conn.fetchval(
-                    f"WITH t AS (UPDATE tasks SET state=$1, status_ts=$2, snapshot=$3, seq=$4, updated_at=$5{lease_sql} "
-                    f"WHERE id=$6 AND seq=$7 RETURNING id), "
-                    f"e AS (INSERT INTO events SELECT t.id, e.seq, e.kind, e.payload FROM t, "
-                    f"unnest(${8 + n}::int[], ${9 + n}::text[], ${10 + n}::bytea[]) AS e(seq, kind, payload)) "
-                    "SELECT count(*) FROM t",
-                    state, status_ts, snapshot, c.last_seq, c.updated_at, c.task_id, c.expected_seq, *lease_args,
-                    seqs, kinds, payloads)
+                    f"WITH t AS (UPDATE tasks SET seq=$3, updated_at=$4, {', '.join(sets)} "
+                    "WHERE id=$1 AND seq=$2 RETURNING id), "
+                    "e AS (INSERT INTO events SELECT t.id, e.seq, e.kind, e.payload FROM t, "
+                    f"unnest(${k - 2}::int[], ${k - 1}::text[], ${k}::bytea[]) AS e(seq, kind, payload)) "
+                    "SELECT count(*) FROM t", *args)
                 if updated != 1:
                     raise SequenceConflict(c.task_id, c.expected_seq, await self._seq(conn, c.task_id))
             if checkpoint is not None:
@@ -353,8 +386,12 @@ class PostgresTaskStore(PostgresTables, TaskStore):
     async def get(self, task_id: str, *, agent_id: str | None = None, owner: str | None = None) -> TaskRecord | None:
         # By the primary key alone, then checked here: with `agent_id AND owner` in the query the planner may
         # pick the per-owner index on stale statistics and scan every task of that owner.
-        row = await self.pool.fetchrow(f"SELECT {_RECORD} FROM tasks WHERE id=$1", task_id)
-        return visible(_record(row), agent_id, owner) if row else None
+        async with self.pool.acquire() as conn:
+            row = await conn.fetchrow(f"SELECT {_RECORD} FROM tasks WHERE id=$1", task_id)
+            if row is None:
+                return None
+            rec = (await _records(conn, [row]))[0]
+        return visible(rec, agent_id, owner)
 
     async def events_after(self, task_id: str, seq: int, limit: int | None = None) -> list[Entry]:
         rows = await self.pool.fetch(
@@ -391,7 +428,7 @@ class PostgresTaskStore(PostgresTables, TaskStore):
             rows = await conn.fetch(
                 f"SELECT {_RECORD} FROM tasks WHERE {page_cond} ORDER BY {order} "
                 f"LIMIT ${len(page_args)}", *page_args)
-        records = [_record(r) for r in rows[: query.page_size]]
+            records = await _records(conn, rows[: query.page_size])
         nxt = None
         if len(rows) > query.page_size and records:
             last = records[-1]
@@ -446,12 +483,13 @@ class PostgresTaskStore(PostgresTables, TaskStore):
     async def claim_orphans(self, holder: str, now: float, expires_at: float, *,
                             any_other_holder: bool = False) -> list[TaskRecord]:
         other = " OR lease_holder != $3" if any_other_holder else ""
-        rows = await self.pool.fetch(
-            f"UPDATE tasks SET lease_holder=$3, lease_expires=$2 WHERE id IN ("
-            f"  SELECT id FROM tasks WHERE state IN {_UNFINISHED} "
-            f"  AND (lease_holder IS NULL OR lease_expires <= $1{other}) FOR UPDATE SKIP LOCKED) "
-            f"RETURNING {_RECORD}", now, expires_at, holder)
-        return [_record(r) for r in rows]
+        async with self.pool.acquire() as conn:
+            rows = await conn.fetch(
+                f"UPDATE tasks SET lease_holder=$3, lease_expires=$2 WHERE id IN ("
+                f"  SELECT id FROM tasks WHERE state IN {_UNFINISHED} "
+                f"  AND (lease_holder IS NULL OR lease_expires <= $1{other}) FOR UPDATE SKIP LOCKED) "
+                f"RETURNING {_RECORD}", now, expires_at, holder)
+            return await _records(conn, rows)
 
     # --- push configs and the outbox --------------------------------------------------------------
 

@@ -35,7 +35,7 @@ import msgspec
 
 from parley.protocol import models as m
 from parley.tasks.entry_codec import decode_entries, encode_entries, encode_stored
-from parley.tasks.log import Entry
+from parley.tasks.log import Entry, fold
 from parley.tasks.store import (
     TERMINAL_SQL,
     TRIM_CHANGES,
@@ -56,13 +56,15 @@ from parley.tasks.store import (
     TaskRecord,
     TaskStore,
     check_commit,
+    stores_snapshot,
 )
 
 # 4: the indexes retention reads (finished tasks by age, idempotency keys by task); 5: tasks_by_owner in ascending
 # order (read backwards for ListTasks), so that a commit adds to its right edge; 6: the push outbox is filled by
 # the commit itself (_ENQUEUE), only for tasks with webhooks, not by a trigger on every event row; 7: a commit's
-# entries are one row of `entry_batches` (a rowid table: a new row goes to its end), not one `events` row each
-SCHEMA_VERSION = 7
+# entries are one row of `entry_batches` (a rowid table: a new row goes to its end), not one `events` row each;
+# 8: `tasks.snapshot_seq`, a commit of artifact updates only does not rewrite the snapshot (store.SNAPSHOT_EVERY)
+SCHEMA_VERSION = 8
 _UNFINISHED_SQL = f"('{m.TaskState.SUBMITTED.value}', '{m.TaskState.WORKING.value}')"  # what recovery takes over
 _MESSAGE_IDS = """(
     agent_id TEXT NOT NULL,
@@ -116,6 +118,9 @@ CREATE TABLE IF NOT EXISTS push_attempts (
 """
 _NOW = "((julianday('now') - 2440587.5) * 86400.0)"  # seconds since the epoch, in SQL
 SCHEMA = f"""
+-- `snapshot_seq` NULL: `snapshot` is the task at `seq`. Else it is the task at `snapshot_seq`, and the entries
+-- after it are artifact updates that readers fold in (store.stores_snapshot: a commit of artifact updates only
+-- leaves the snapshot be).
 CREATE TABLE IF NOT EXISTS tasks (
     id TEXT PRIMARY KEY,
     agent_id TEXT NOT NULL,
@@ -129,7 +134,8 @@ CREATE TABLE IF NOT EXISTS tasks (
     updated_at REAL NOT NULL,
     parent_task_id TEXT,
     lease_holder TEXT,
-    lease_expires REAL
+    lease_expires REAL,
+    snapshot_seq INTEGER
 );
 -- Ascending, read backwards by ListTasks (newest update first): a commit's new entry goes to the right edge
 -- of its (agent, owner) range, one page, where descending order inserted at the left edge and split pages
@@ -216,7 +222,7 @@ DROP TABLE message_ids;
 ALTER TABLE message_ids_v2 RENAME TO message_ids;
 """
 
-_RECORD = "agent_id, owner, snapshot, seq, created_at, updated_at, parent_task_id"
+_RECORD = "agent_id, owner, snapshot, seq, created_at, updated_at, parent_task_id, snapshot_seq"
 GATE_POLL_SECONDS = 0.001  # how often a write outside the group writes looks whether a checkpoint let go
 WAL_LIMIT_BYTES = 16 * 1024 * 1024  # past this much content the WAL starts over at the next checkpoint round
 _BATCH = 500  # ids per statement (SQLite's parameter limit is 999 on old builds)
@@ -268,7 +274,7 @@ class _Pending:
     """A commit waiting for the next group write, encoded when it was queued."""
 
     commit: Commit
-    snapshot: bytes
+    snapshot: bytes | None  # None: the stored snapshot stays (store.stores_snapshot)
     rows: list[tuple[int, bytes]]  # the commit's entries as `entry_batches` rows: (last seq, encode_entries)
     done: asyncio.Future[None]
 
@@ -334,6 +340,8 @@ class SqliteTaskStore(TaskStore):
                 db.execute("DROP INDEX IF EXISTS tasks_by_owner")  # made again below, in ascending order
             if has_tasks and version < 6:
                 db.execute("DROP TRIGGER IF EXISTS push_enqueue")  # commits fill the outbox themselves now
+            if has_tasks and version < 8:  # every stored snapshot so far is complete: NULL says so
+                db.execute("ALTER TABLE tasks ADD COLUMN snapshot_seq INTEGER")
             if has_tasks and version < SCHEMA_VERSION:
                 log.warning("migrated the task database %s to schema %d", self.path, SCHEMA_VERSION)
             for statement in [*SCHEMA.split(";"), *TRIGGERS]:
@@ -344,8 +352,11 @@ class SqliteTaskStore(TaskStore):
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def _record(self, row: tuple) -> TaskRecord:
-        agent_id, owner, snapshot, seq, created, updated, parent = row
-        return TaskRecord(task=_task_dec.decode(snapshot), agent_id=agent_id, owner=owner, seq=seq,
+        agent_id, owner, snapshot, seq, created, updated, parent, snapshot_seq = row
+        task = _task_dec.decode(snapshot)
+        if snapshot_seq is not None and snapshot_seq < seq:  # the artifact updates since: folded in
+            task = fold(task, [e.event for e in self._entries_after(task.id, snapshot_seq) if e.seq <= seq])
+        return TaskRecord(task=task, agent_id=agent_id, owner=owner, seq=seq,
                           created_at=created, updated_at=updated, parent_task_id=parent)
 
     # --- writing ---------------------------------------------------------------------------------
@@ -356,8 +367,8 @@ class SqliteTaskStore(TaskStore):
         or refused."""
         check_commit(commit)
         self._loop = loop = asyncio.get_running_loop()
-        pending = _Pending(commit, _enc.encode(commit.snapshot),  # now: the caller goes on with its own copy
-                           _log_rows(commit.entries), loop.create_future())
+        snapshot = _enc.encode(commit.snapshot) if stores_snapshot(commit) else None  # now: the caller goes on
+        pending = _Pending(commit, snapshot, _log_rows(commit.entries), loop.create_future())
         self._queue.append(pending)
         if len(self._queue) == 1:
             loop.call_soon(self._write_queue)
@@ -459,7 +470,7 @@ class SqliteTaskStore(TaskStore):
             lease = (c.lease.holder, c.lease.expires_at) if c.lease is not None else (None, None)
             try:
                 db.execute(
-                    "INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    "INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,NULL)",
                     (t.id, r.agent_id, r.owner, t.context_id, t.status.state.value, t.status.timestamp,
                      snapshot, c.last_seq, r.created_at, c.updated_at, r.parent_task_id, *lease),
                 )
@@ -472,12 +483,19 @@ class SqliteTaskStore(TaskStore):
                 lease_sql, lease_args = ", lease_holder=NULL, lease_expires=NULL", []
             else:
                 lease_sql, lease_args = "", []
-            cur = db.execute(
-                f"UPDATE tasks SET state=?, status_ts=?, snapshot=?, seq=?, updated_at=?{lease_sql} "
-                "WHERE id=? AND seq=?",
-                [t.status.state.value, t.status.timestamp, snapshot, c.last_seq, c.updated_at, *lease_args,
-                 c.task_id, c.expected_seq],
-            )
+            if snapshot is None:  # artifact updates only: state and snapshot stay, readers fold the log since
+                cur = db.execute(
+                    f"UPDATE tasks SET seq=?, updated_at=?, snapshot_seq=coalesce(snapshot_seq, ?){lease_sql} "
+                    "WHERE id=? AND seq=?",
+                    [c.last_seq, c.updated_at, c.expected_seq, *lease_args, c.task_id, c.expected_seq],
+                )
+            else:
+                cur = db.execute(
+                    f"UPDATE tasks SET state=?, status_ts=?, snapshot=?, snapshot_seq=NULL, seq=?, updated_at=?"
+                    f"{lease_sql} WHERE id=? AND seq=?",
+                    [t.status.state.value, t.status.timestamp, snapshot, c.last_seq, c.updated_at, *lease_args,
+                     c.task_id, c.expected_seq],
+                )
             if cur.rowcount != 1:
                 raise SequenceConflict(c.task_id, c.expected_seq, self._seq(c.task_id))
         if c.message is not None:
@@ -528,6 +546,9 @@ class SqliteTaskStore(TaskStore):
         return self._record(row) if row else None
 
     async def events_after(self, task_id: str, seq: int, limit: int | None = None) -> list[Entry]:
+        return self._entries_after(task_id, seq, limit)
+
+    def _entries_after(self, task_id: str, seq: int, limit: int | None = None) -> list[Entry]:
         out: list[Entry] = []
         # the rows holding entries after `seq`, in order, read one by one: as many as `limit` needs
         rows = self._db.execute("SELECT entries FROM entry_batches WHERE task_id=? AND last_seq>? ORDER BY last_seq",
