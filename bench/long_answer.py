@@ -1,21 +1,24 @@
 """What a long streamed answer costs to store: an agent that yields its answer a piece per event-loop turn (as an
-LLM's tokens arrive), so that every piece is a commit of its own.
+LLM's tokens arrive): a commit follows every piece or two.
 
     python bench/long_answer.py                       # 4,000 pieces, 3 rounds
     python bench/long_answer.py --pieces 8000 --rounds 5
 
-Each round sends one `SendMessage` to a fresh app (called as ASGI, no sockets) on a fresh SQLite file, and the
-same to `--memory` (the baseline: the same engine and request path, nothing written), alternating. Measured
-for the send: the process's CPU time (every thread: SQLite's checkpoints too) and the bytes it handed to the
+Each round sends one `SendStreamingMessage` to a fresh app (called as ASGI, no sockets) on a fresh SQLite
+file, and the same to `--memory` (the baseline: the same engine and request path, nothing written),
+alternating; the stream must end completed and its artifact updates must make the whole answer. Measured for
+the send: the process's CPU time (every thread: SQLite's checkpoints too) and the bytes it handed to the
 kernel in write calls (`wchar` of /proc/self/io: the WAL, the checkpoints into the database file). Printed as
 medians, with the bytes written per byte of the answer and SQLite's CPU over memory's. Until schema 8 every
-commit rewrote the whole task, so the bytes grew with the square of the answer's length.
+commit rewrote the whole task, so the bytes grew with the square of the answer's length. Run an older Parley
+with `PYTHONPATH=<its checkout>/src` to compare.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
 import sys
 import tempfile
@@ -64,13 +67,17 @@ async def one_send(db: str, pieces: int) -> dict[str, float]:
     assert started["type"] == "lifespan.startup.complete", started
     answers: list[bytes] = []
     cpu, wrote = time.process_time(), written_bytes()
-    await app_cost._one(asgi, 1, answers, "SendMessage")
+    await app_cost._one(asgi, 1, answers, "SendStreamingMessage")
     cpu, wrote = time.process_time() - cpu, written_bytes() - wrote
     await startup.put({"type": "lifespan.shutdown"})
     await life
-    if b"TASK_STATE_COMPLETED" not in answers[0] or f"w{(pieces - 1) % 1000:03d}".encode() not in answers[0]:
-        raise SystemExit(f"the send did not complete with the whole answer: {answers[0][:300]!r}")
-    return {"cpu_s": cpu, "written": wrote, "answer": len(answers[0])}
+    stream = answers[0]
+    text = "".join(f" w{i % 1000:03d}" for i in range(pieces))
+    chunks = [json.loads(line[6:])["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"]
+              for line in stream.decode().splitlines() if line.startswith("data: ") and "artifactUpdate" in line]
+    if b"TASK_STATE_COMPLETED" not in stream or "".join(chunks) != text:
+        raise SystemExit(f"the stream did not end completed with the whole answer: {stream[-300:]!r}")
+    return {"cpu_s": cpu, "written": wrote, "answer": len(text), "commits": len(chunks)}
 
 
 def main() -> None:
@@ -92,13 +99,14 @@ def main() -> None:
                 out = asyncio.run(one_send(db, args.pieces))
             runs[which].append(out)
             print(f"round {r + 1} {which:6s} cpu {out['cpu_s']:.3f} s, wrote {out['written'] / 1e6:.2f} MB "
-                  f"(answer {out['answer']:,} B)", flush=True)
+                  f"(answer {out['answer']:,} characters in {out['commits']:,.0f} artifact updates)", flush=True)
     med = {w: {k: statistics.median(o[k] for o in v) for k in v[0]} for w, v in runs.items()}
     s, mem = med["sqlite"], med["memory"]
     print(f"\n{args.pieces:,} pieces, {args.rounds} rounds, medians:")
     for w in ("sqlite", "memory"):
         x = med[w]
-        print(f"  {w:6s} cpu {x['cpu_s']:.3f} s ({x['cpu_s'] / args.pieces * 1e6:.0f} µs per piece), "
+        print(f"  {w:6s} cpu {x['cpu_s']:.3f} s ({x['cpu_s'] / args.pieces * 1e6:.0f} µs per piece; "
+              f"{x['commits']:,.0f} artifact updates), "
               f"wrote {x['written'] / 1e6:.2f} MB = {x['written'] / x['answer']:.1f} bytes per byte of the answer")
     print(f"  SQLite/memory CPU: {s['cpu_s'] / mem['cpu_s']:.2f}x")
 
