@@ -72,6 +72,9 @@ class Runtime:
         self.agents = agents
         self.default_agent = default_agent or next(iter(agents))
         self.settings = settings or Settings()
+        shadowed = self.settings.dashboard.shadow_problem(agents)  # checked here for apps built in Python too
+        if shadowed is not None:
+            raise ValueError(f"dashboard.path {self.settings.dashboard.path!r}: {shadowed}")
         self.backends = Backends(self.settings)
         self.store = store or self.backends.store()
         self.bus = bus or self.backends.bus()

@@ -8,6 +8,7 @@ file and the flags are checked by the same rules (:meth:`Settings.problems`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -131,6 +132,20 @@ class DashboardSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
         """The prefix of the dashboard's own pages, static files and endpoints (never "/")."""
         path = self.path.rstrip("/")
         return path or "/ui"
+
+    def shadowed_agent(self, agent_ids: Iterable[str]) -> str | None:
+        """The agent whose HTTP+JSON paths (`/{agent}/...`) the dashboard's pages would take: the one named by
+        the first segment of the dashboard's path, if it is enabled (None: no such agent)."""
+        segment = self.root.strip("/").split("/")[0]
+        return segment if self.enabled and segment in set(agent_ids) else None
+
+    def shadow_problem(self, agent_ids: Iterable[str]) -> str | None:
+        """Why the dashboard's path cannot be served beside these agents, or None."""
+        agent = self.shadowed_agent(agent_ids)
+        if agent is None:
+            return None
+        return (f"/{agent} is also the agent {agent!r}: the dashboard's pages would shadow that agent's "
+                "HTTP+JSON paths (/{agent}/...); choose another path or agent id")
 
     def problems(self) -> list[tuple[str, str]]:
         found = []

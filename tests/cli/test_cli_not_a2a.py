@@ -81,6 +81,21 @@ def test_an_agent_that_is_not_an_async_generator_is_named_with_the_fix(tmp_path:
                           "plain.py, line 4")
 
 
+def test_an_app_whose_dashboard_path_names_one_of_its_agents_is_one_line(tmp_path: Path) -> None:
+    """The dashboard at /console beside an agent called `console` would take that agent's HTTP+JSON paths
+    (/console/tasks/...). parley.toml has refused this since the dashboard came; an app declared in Python is
+    refused the same way, before anything is served."""
+    (tmp_path / "clash.py").write_text(
+        "from parley import Parley\n"
+        "from parley.settings import DashboardSettings, Settings\n"
+        "app = Parley(settings=Settings(dashboard=DashboardSettings(path='/console')))\n\n"
+        "@app.agent('console')\nasync def console(ctx):\n    yield 'hi'\n")
+    proc = run("serve", "--app", "clash:app", "--memory", "--port", str(free_port()), cwd=tmp_path)
+    assert proc.returncode == 1
+    assert_one_error_line(proc, "dashboard.path '/console'", "/console is also the agent 'console'",
+                          "choose another path or agent id")
+
+
 def test_an_unknown_agent_names_the_hosted_ones_and_the_command_that_lists_them() -> None:
     from parley.serve import default_app
     from support import running

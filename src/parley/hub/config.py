@@ -219,11 +219,9 @@ def check(config: Config) -> None:
                 raise ConfigError(path, f"agents[{i}].delegates[{j}]", "an agent cannot delegate to itself")
     if s.default_agent is not None and s.default_agent not in ids:
         raise ConfigError(path, "server.default_agent", f"no agent {s.default_agent!r} is declared")
-    segment = s.dashboard.root.strip("/").split("/")[0]
-    if s.dashboard.enabled and segment in ids:
-        raise ConfigError(path, "server.dashboard.path",
-                          f"/{segment} is also the agent {segment!r}: the dashboard's pages would shadow that "
-                          "agent's HTTP+JSON paths (/{agent}/...); choose another path or agent id")
+    shadowed = s.dashboard.shadow_problem(ids)
+    if shadowed is not None:
+        raise ConfigError(path, "server.dashboard.path", shadowed)
     for i, route in enumerate(config.routes):
         key = f"routes[{i}]"
         for name, value in (("from", route.from_), ("to", route.to)):
