@@ -168,7 +168,7 @@ async def test_schema_3_gets_lagging_snapshots_and_reads_as_before(postgres_url:
         await conn.execute("INSERT INTO events VALUES ($1,$2,$3,$4)", "t1", 1, "task", msgspec.json.encode(task))
     finally:
         await conn.close()
-    store = PostgresTaskStore(Postgres(postgres_url))
+    store = PostgresTaskStore(Postgres(postgres_url), lagging_snapshots=True)
     await store.open()  # migrates to schema 4
     try:
         got = await store.get("t1")

@@ -21,12 +21,12 @@ from parley.tasks.memory_store import MemoryTaskStore
 from parley.tasks.sqlite_store import SCHEMA_VERSION, SqliteTaskStore
 from parley.tasks.store import (
     CHANGES_KEPT_SECONDS,
+    SNAPSHOT_EVERY,
     Commit,
     DeliveryAttempt,
     DuplicateMessage,
     Lease,
     MessageKey,
-    SNAPSHOT_EVERY,
     Retention,
     SequenceConflict,
     StoredPushConfig,
@@ -75,7 +75,7 @@ def record(task: m.Task, *, agent: str = "echo", owner: str = "alice", updated: 
                       parent_task_id=parent)
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
+@pytest.fixture(params=["memory", "sqlite", "postgres", "postgres-lagging"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TaskStore]:
     s: TaskStore
     if request.param == "memory":
@@ -86,7 +86,8 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         from parley.postgres import Postgres
         from parley.tasks.postgres_store import PostgresTaskStore
 
-        s = PostgresTaskStore(Postgres(request.getfixturevalue("postgres_url")))
+        s = PostgresTaskStore(Postgres(request.getfixturevalue("postgres_url")),
+                              lagging_snapshots=request.param == "postgres-lagging")
     await s.open()
     yield s
     await s.close()
@@ -264,7 +265,7 @@ async def stored_snapshot(store: TaskStore, task_id: str) -> tuple[bytes, int | 
     return bytes(row[0]), row[1]
 
 
-@pytest.mark.parametrize("store", ["sqlite", "postgres"], indirect=True)
+@pytest.mark.parametrize("store", ["sqlite", "postgres-lagging"], indirect=True)
 async def test_chunks_of_an_answer_do_not_rewrite_the_stored_snapshot(store: TaskStore) -> None:
     """Rewriting the whole task for every chunk made a streamed answer's writes grow with the square of its
     length (bench/RESULTS.md). The durable stores write the snapshot when a commit reaches a multiple of
@@ -286,6 +287,18 @@ async def test_chunks_of_an_answer_do_not_rewrite_the_stored_snapshot(store: Tas
     current, lags_at = await stored_snapshot(store, "t1")
     got = await store.get("t1")
     assert lags_at is None and got is not None and msgspec.json.decode(current, type=m.Task) == got.task
+
+
+@pytest.mark.parametrize("store", ["postgres"], indirect=True)
+async def test_postgres_stores_every_snapshot_whole_unless_told(store: TaskStore) -> None:
+    """By default the PostgreSQL store writes every commit's snapshot whole, as releases before its tasks
+    schema 4 did and still read it: during a rolling upgrade an older replica may read or take over any task."""
+    await put(store, new_task(state=S.WORKING))
+    for i in range(5):
+        await advance(store, "t1", chunk(i))
+        current, lags_at = await stored_snapshot(store, "t1")
+        got = await store.get("t1")
+        assert lags_at is None and got is not None and msgspec.json.decode(current, type=m.Task) == got.task
 
 
 async def test_logs_are_per_task(store: TaskStore) -> None:

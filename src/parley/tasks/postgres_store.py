@@ -189,9 +189,10 @@ DROP INDEX tasks_by_owner;
 ALTER INDEX tasks_by_owner_ascending RENAME TO tasks_by_owner;
 """
 # Schema 4: `snapshot_seq` (NULL: the snapshot is the task at `seq`; else at `snapshot_seq`, and the entries
-# after it are artifact updates that readers fold in). A commit of artifact updates only leaves the snapshot be
-# (store.stores_snapshot): a streamed answer no longer rewrites the whole task for every chunk. The column has no
-# default, so adding it rewrites nothing.
+# after it are artifact updates that readers fold in). Every reader of this release folds; writers leave the
+# snapshot behind (store.stores_snapshot) only with `lagging_snapshots`, off by default: a replica of an older
+# release, still running beside migrated ones, would read a lagging snapshot as whole (and write on from it).
+# The column has no default, so adding it rewrites nothing.
 _SCHEMA_4 = """
 ALTER TABLE tasks ADD COLUMN snapshot_seq INTEGER;
 """
@@ -255,14 +256,20 @@ class PostgresTaskStore(PostgresTables, TaskStore):
         postgres: the server's shared pool (:class:`parley.postgres.Postgres`).
         claim_seconds: how long a notification handed to a dispatcher is reserved for it.
         gap_seconds: how long the change feed waits for a position a running transaction holds.
+        lagging_snapshots: let a commit of artifact updates only leave the stored snapshot behind (readers
+            fold the rest in), once no replica older than tasks schema 4 can be running (docs/operations.md).
     """
 
     exclusive = False
 
-    def __init__(self, postgres: Postgres, *, claim_seconds: float = 60.0, gap_seconds: float = 5.0) -> None:
+    def __init__(self, postgres: Postgres, *, claim_seconds: float = 60.0, gap_seconds: float = 5.0,
+                 lagging_snapshots: bool = False) -> None:
         self.attach(postgres)
         self.claim_seconds = claim_seconds
         self.gap_seconds = gap_seconds
+        # Leave the snapshot behind on commits of artifact updates only (store.stores_snapshot). Off: a
+        # replica of a release before tasks schema 4 reads snapshots as whole; see _SCHEMA_4.
+        self.lagging_snapshots = lagging_snapshots
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"  # claims push notifications
 
     component, steps = "tasks", MIGRATIONS
@@ -273,7 +280,8 @@ class PostgresTaskStore(PostgresTables, TaskStore):
         check_commit(commit)
         c = commit
         t = c.snapshot
-        snapshot = _enc.encode(t) if stores_snapshot(c) else None  # before the first await (the caller goes on)
+        whole = not self.lagging_snapshots or stores_snapshot(c)
+        snapshot = _enc.encode(t) if whole else None  # before the first await: the caller goes on with its copy
         seqs = [e.seq for e in c.entries]
         kinds = [e.kind for e in c.entries]
         payloads = [encode_event(e) for e in c.entries]

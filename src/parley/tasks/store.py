@@ -183,6 +183,8 @@ class Commit:
     `drop_checkpoint` deletes it. `lease` takes or renews the run lease; `release_lease`
     clears it (the task settled, nobody runs it). Stores must serialise `snapshot`
     before their first await: the engine goes on folding into a new copy meanwhile.
+    `snapshot` is the stored task with `entries` folded in; when `stores_snapshot` says so
+    (artifact updates only), a store may keep the snapshot it has and fold on read instead.
     """
 
     task_id: str
@@ -439,7 +441,7 @@ class TaskStore(ABC):
 
     async def append(self, task_id: str, expected_seq: int, entries: list[Entry], snapshot: m.Task,
                      updated_at: float) -> None:
-        """Append entries after `expected_seq` and replace the snapshot (compare-and-set)."""
+        """Append entries after `expected_seq` and replace the snapshot (compare-and-set; see Commit)."""
         await self.commit(Commit(task_id=task_id, expected_seq=expected_seq, entries=entries,
                                         snapshot=snapshot, updated_at=updated_at))
 
