@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import subprocess
 import sys
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +89,13 @@ async def _serve(which: str, requests: int, method: str) -> None:
     db = MEMORY if which == "parley" else str(Path(os.environ["APP_COST_DIR"]) / "parley.db")  # parley-sqlite
     parley = default_app(db)
     app = parley.asgi(parley.settings.merged(db=db))
+    async with lifespan(app):
+        await _drive(app, requests, method)
+
+
+@contextlib.asynccontextmanager
+async def lifespan(app: Any) -> AsyncIterator[None]:
+    """The ASGI app started (its lifespan's startup complete) for the block, shut down after it."""
     startup: asyncio.Queue = asyncio.Queue()
     events: asyncio.Queue = asyncio.Queue()
     await startup.put({"type": "lifespan.startup"})
@@ -94,9 +103,11 @@ async def _serve(which: str, requests: int, method: str) -> None:
                                    events.put))
     started = await events.get()
     assert started["type"] == "lifespan.startup.complete", started
-    await _drive(app, requests, method)
-    await startup.put({"type": "lifespan.shutdown"})
-    await life
+    try:
+        yield
+    finally:
+        await startup.put({"type": "lifespan.shutdown"})
+        await life
 
 
 def _instructions(which: str, requests: int, method: str) -> int:

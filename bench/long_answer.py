@@ -55,22 +55,14 @@ def make_app(db: str, pieces: int) -> Any:
 
 async def one_send(db: str, pieces: int) -> dict[str, float]:
     """One SendMessage to a fresh app over `db`: the CPU time and bytes written while it was answered."""
-    import app_cost  # the ASGI call of bench/app_cost.py
+    import app_cost  # the ASGI calls of bench/app_cost.py
 
     asgi = make_app(db, pieces)
-    startup: asyncio.Queue = asyncio.Queue()
-    events: asyncio.Queue = asyncio.Queue()
-    await startup.put({"type": "lifespan.startup"})
-    life = asyncio.create_task(asgi({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, startup.get,
-                                    events.put))
-    started = await events.get()
-    assert started["type"] == "lifespan.startup.complete", started
     answers: list[bytes] = []
-    cpu, wrote = time.process_time(), written_bytes()
-    await app_cost._one(asgi, 1, answers, "SendStreamingMessage")
-    cpu, wrote = time.process_time() - cpu, written_bytes() - wrote
-    await startup.put({"type": "lifespan.shutdown"})
-    await life
+    async with app_cost.lifespan(asgi):
+        cpu, wrote = time.process_time(), written_bytes()
+        await app_cost._one(asgi, 1, answers, "SendStreamingMessage")
+        cpu, wrote = time.process_time() - cpu, written_bytes() - wrote
     stream = answers[0]
     text = "".join(f" w{i % 1000:03d}" for i in range(pieces))
     chunks = [json.loads(line[6:])["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"]

@@ -2,8 +2,8 @@
 
 It does the same work as Parley's built-in `echo` agent
 (src/parley/agents/builtin.py): the input text is streamed back in the same pieces
-(`echo_chunks` is `parley.agents.builtin.chunks_of`, copied so that this server does not import
-Parley) as artifact updates of one artifact named "response" (first chunk
+(`parley.agents.builtin.chunks_of`, imported: the one function outside the SDK this server calls) as
+artifact updates of one artifact named "response" (first chunk
 append=false, later ones append=true, the last one lastChunk=true), then the
 task completes. The event sequence a client sees is the same as Parley's:
 
@@ -37,27 +37,12 @@ from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types.a2a_pb2 import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Part
 from starlette.applications import Starlette
 
-MIN_CHUNK = 16  # as parley.agents.builtin: characters; longer texts get longer chunks,
-MAX_CHUNKS = 64  # about this many at most
+from parley.agents.builtin import chunks_of
 
 
 def echo_chunks(text: str) -> list[str]:
-    """The pieces Parley's echo agent yields for `text` (parley.agents.builtin.chunks_of): about
-    max(MIN_CHUNK, len/MAX_CHUNKS) characters each, cut at spaces where possible."""
-    text = text or "(your message had no text)"
-    size = max(MIN_CHUNK, -(-len(text) // MAX_CHUNKS))
-    if len(text) <= size:
-        return [text]
-    out, i = [], 0
-    while i < len(text):
-        end = min(i + size, len(text))
-        if end < len(text):
-            cut = text.rfind(" ", i + 1, end + 1)  # the space starts the next piece, as in " world"
-            if cut > i:
-                end = cut
-        out.append(text[i:end])
-        i = end
-    return out
+    """The pieces Parley's echo agent yields for `text` (the same function: the same work)."""
+    return chunks_of(text or "(your message had no text)")
 
 
 class EchoExecutor(AgentExecutor):

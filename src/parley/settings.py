@@ -133,16 +133,11 @@ class DashboardSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
         path = self.path.rstrip("/")
         return path or "/ui"
 
-    def shadowed_agent(self, agent_ids: Iterable[str]) -> str | None:
-        """The agent whose HTTP+JSON paths (`/{agent}/...`) the dashboard's pages would take: the one named by
-        the first segment of the dashboard's path, if it is enabled (None: no such agent)."""
-        segment = self.root.strip("/").split("/")[0]
-        return segment if self.enabled and segment in set(agent_ids) else None
-
     def shadow_problem(self, agent_ids: Iterable[str]) -> str | None:
-        """Why the dashboard's path cannot be served beside these agents, or None."""
-        agent = self.shadowed_agent(agent_ids)
-        if agent is None:
+        """Why the dashboard cannot be served beside these agents (the first segment of its path names one of
+        them: its pages would take that agent's HTTP+JSON paths), or None."""
+        agent = self.root.strip("/").split("/")[0]
+        if not self.enabled or agent not in set(agent_ids):
             return None
         return (f"/{agent} is also the agent {agent!r}: the dashboard's pages would shadow that agent's "
                 "HTTP+JSON paths (/{agent}/...); choose another path or agent id")
