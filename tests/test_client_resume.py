@@ -85,7 +85,7 @@ async def test_stream_resumes_after_the_connection_drops(serve):
     kinds = [type(e).__name__ for e in events]
     assert kinds[0] == "Task"
     texts = [p.text for e in events if isinstance(e, m.TaskArtifactUpdateEvent) for p in e.artifact.parts]
-    assert texts == ["after the cut"]
+    assert texts == ["after the cut", ""]  # the answer, then the empty chunk that marks its end (lastChunk)
     states = [e.status.state for e in events if isinstance(e, m.TaskStatusUpdateEvent)]
     assert states == [m.TaskState.WORKING, m.TaskState.WORKING, m.TaskState.WORKING, m.TaskState.COMPLETED]
     assert proxy.connections >= 2  # the cut connection, then the resubscription

@@ -27,6 +27,8 @@ from parley.server.grpc_server import start_grpc_server
 
 WAIT = 10.0  # upper bound for waiting on something observable; never a pacing delay
 CHUNKS = ["one ", "two ", "three"]
+# As streamed: each chunk at once, then an empty chunk that marks the answer's end (lastChunk; issue 25).
+STREAMED = [*CHUNKS, ""]
 SLOW_FIRST = "first chunk"
 SLOW_LAST = " last chunk"
 SLOW_ARTIFACT = "slow-output"

@@ -150,7 +150,8 @@ async def test_sdk_stream(grpc_live):
     assert events[0] == ("task", "TASK_STATE_SUBMITTED")
     assert events[-1] == ("status", "TASK_STATE_COMPLETED")
     assert [e for e in events if e[0] == "artifact"] == [
-        ("artifact", CHUNKS[0], False, False), ("artifact", CHUNKS[1], True, False), ("artifact", CHUNKS[2], True, True)
+        ("artifact", CHUNKS[0], False, False), ("artifact", CHUNKS[1], True, False), ("artifact", CHUNKS[2], True, False),
+        ("artifact", "", True, True),  # the answer's end, marked when every piece went out already (issue 25)
     ]
 
 

@@ -13,7 +13,7 @@ import uuid
 from contextlib import aclosing
 
 import pytest
-from grpc_support import CHUNKS, EXTENSION, SLOW_ARTIFACT, SLOW_FIRST, SLOW_LAST, WAIT, artifact_text, text_of
+from grpc_support import CHUNKS, EXTENSION, STREAMED, SLOW_ARTIFACT, SLOW_FIRST, SLOW_LAST, WAIT, artifact_text, text_of
 
 # isort: split
 # (grpc_support first: without grpcio it skips this module, or fails it under CI=true)
@@ -80,9 +80,9 @@ async def test_stream_yields_task_then_chunks_then_completed(parley_client):
     assert isinstance(last, m.TaskStatusUpdateEvent) and last.status.state is m.TaskState.COMPLETED
     assert all(getattr(ev, "task_id", first.id) == first.id for ev in events[1:])
     chunks = [ev for ev in events if isinstance(ev, m.TaskArtifactUpdateEvent)]
-    assert [text_of(c.artifact.parts) for c in chunks] == CHUNKS
-    assert [c.append for c in chunks] == [False, True, True]
-    assert [c.last_chunk for c in chunks] == [False, False, True]
+    assert [text_of(c.artifact.parts) for c in chunks] == STREAMED
+    assert [c.append for c in chunks] == [False, True, True, True]
+    assert [c.last_chunk for c in chunks] == [False, False, False, True]
     assert len({c.artifact.artifact_id for c in chunks}) == 1
     states = [ev.status.state for ev in events if isinstance(ev, m.TaskStatusUpdateEvent)]
     assert states.count(m.TaskState.COMPLETED) == 1 and states[-1] is m.TaskState.COMPLETED
@@ -202,7 +202,7 @@ async def test_subscribe_with_last_event_id_replays_the_log(grpc_live, parley_cl
     events = [item.event for item in items]
     assert all(item.event_id is None for item in items)
     assert not isinstance(events[0], m.Task)  # no snapshot: entries after seq 1 (the task itself)
-    assert [text_of(ev.artifact.parts) for ev in events if isinstance(ev, m.TaskArtifactUpdateEvent)] == CHUNKS
+    assert [text_of(ev.artifact.parts) for ev in events if isinstance(ev, m.TaskArtifactUpdateEvent)] == STREAMED
     assert events[-1].status.state is m.TaskState.COMPLETED
 
 
@@ -373,7 +373,7 @@ async def test_wire_shapes_of_stream_responses(stub):
     responses = [r async for r in stream]
     payloads = [r.WhichOneof("payload") for r in responses]
     assert payloads[0] == "task" and payloads[-1] == "status_update"
-    assert payloads.count("artifact_update") == len(CHUNKS)
+    assert payloads.count("artifact_update") == len(STREAMED)
     task = responses[0].task
     assert task.status.timestamp.seconds > 0 and task.history[0].role == pb.ROLE_USER
     assert responses[-1].status_update.status.state == pb.TASK_STATE_COMPLETED

@@ -151,9 +151,10 @@ async def test_only_the_last_text_chunk_is_marked_last() -> None:
     engine = make_engine(chunks)
     task = await finish(engine, await engine.submit("chunks", OWNER, request()))
     arts = [e.event for e in await log_of(engine, task.id) if isinstance(e.event, m.TaskArtifactUpdateEvent)]
-    assert [a.artifact.parts[0].text for a in arts] == list("abcde")
-    assert [a.last_chunk for a in arts] == [False, False, False, False, True]
-    assert [a.append for a in arts] == [False, True, True, True, True]
+    # Each piece is written at its flush, without waiting for the next (issue 25); the end is an empty last chunk.
+    assert [a.artifact.parts[0].text for a in arts] == [*"abcde", ""]
+    assert [a.last_chunk for a in arts] == [False, False, False, False, False, True]
+    assert [a.append for a in arts] == [False, True, True, True, True, True]
     assert task.artifacts[0].parts == [m.Part(text="abcde")]  # type: ignore[index]
 
 
@@ -167,7 +168,9 @@ async def test_single_text_chunk_is_last() -> None:
     assert arts == [("artifact", "only", False, True)]
 
 
-async def test_text_is_flushed_as_last_before_a_status_and_a_new_text_artifact_starts_after() -> None:
+async def test_text_is_written_before_a_status_or_an_artifact_and_the_answer_stays_one_artifact() -> None:
+    """Issue 26: a working status or another artifact between two pieces of text leaves one text artifact;
+    the log keeps the agent's order; the answer's end marks lastChunk."""
     async def mixed(ctx: RunContext) -> AsyncIterator[AgentOutput]:
         yield "a"
         yield "b"
@@ -183,19 +186,21 @@ async def test_text_is_flushed_as_last_before_a_status_and_a_new_text_artifact_s
     assert [describe(e) for e in log] == [
         ("task", S.SUBMITTED),
         ("status", S.WORKING),
-        ("artifact", "ab", False, True),
+        ("artifact", "ab", False, False),
         ("status", S.WORKING),
-        ("artifact", "c", False, True),
+        ("artifact", "c", True, False),
         ("artifact", "", False, True),
         ("artifact", "x", False, False),
         ("artifact", "y", True, True),
+        ("artifact", "", True, True),
         ("status", S.COMPLETED),
     ]
-    first_text = log[2].event.artifact.artifact_id  # type: ignore[union-attr]
-    second_text = log[4].event.artifact.artifact_id  # type: ignore[union-attr]
-    assert first_text != second_text
+    text_ids = {log[i].event.artifact.artifact_id for i in (2, 4, 8)}  # type: ignore[union-attr]
+    assert len(text_ids) == 1
     assert task.artifacts is not None
-    assert (task.artifacts[0].artifact_id, task.artifacts[0].parts) == (first_text, [m.Part(text="ab")])
+    assert [(a.artifact_id, a.name) for a in task.artifacts] == [
+        (*text_ids, "response"), ("file", None), ("log", None)]
+    assert task.artifacts[0].parts == [m.Part(text="abc")]
     assert [h.text() for h in task.history or []] == ["hello", "halfway"]
     await assert_log_consistent(engine, task.id)
 
@@ -320,8 +325,8 @@ async def test_cancel_really_cancels_the_agent() -> None:
     log = await log_of(engine, task.id)
     assert describe(log[-1]) == ("status", S.CANCELED)
     assert log[-1].event.metadata == {"why": "x"}  # type: ignore[union-attr]
-    # The held-back text chunk is dropped, never written after the cancel.
-    assert all(e.kind != "artifact" for e in log)
+    # The text yielded before the cancel was written at once (issue 25); nothing is written after the cancel.
+    assert [describe(e) for e in log if e.kind == "artifact"] == [("artifact", "thinking", False, False)]
     assert (await engine.store.get(task.id)).task.status.state is S.CANCELED  # type: ignore[union-attr]
     await assert_log_consistent(engine, task.id)
 

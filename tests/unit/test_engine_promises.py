@@ -274,11 +274,11 @@ async def test_text_is_stored_while_the_agent_is_still_writing() -> None:
     await bounded(blocked.wait(), "the agent to block")
 
     async def has_text() -> bool:
-        return len(text_chunks(await log_of(store, task_id))) >= 2
+        return len(text_chunks(await log_of(store, task_id))) >= 3
 
     await store.until(has_text, "the agent's text while it is blocked")
-    # Everything but the latest chunk, which is held back to be marked lastChunk when the answer ends.
-    assert text_chunks(await log_of(store, task_id)) == ["alpha ", "beta "]
+    # Every chunk, the latest included: none waits for the agent's next output (issue 25).
+    assert text_chunks(await log_of(store, task_id)) == ["alpha ", "beta ", "gamma "]
     assert await state_of(store, task_id) is S.WORKING
     await die(sub.run)  # type: ignore[arg-type]
 
@@ -571,14 +571,14 @@ async def test_a_settled_state_is_committed_before_wait_settled_returns() -> Non
     await assert_log_consistent(store, first.record.task.id)
 
 
-async def test_a_checkpoint_is_committed_with_every_entry_before_it_and_the_held_text() -> None:
+async def test_a_checkpoint_is_committed_with_every_entry_and_all_the_text_before_it() -> None:
     blocked = asyncio.Event()
 
     async def careful(ctx: RunContext) -> AsyncIterator[AgentOutput]:
         yield "Intro. "
         await asyncio.sleep(0)  # a later loop turn: the intro becomes a chunk of its own
         yield "Body, "
-        yield ctx.say("halfway")  # closes the text artifact
+        yield ctx.say("halfway")  # the text before it is written first; the answer stays one artifact
         yield ArtifactChunk(m.Artifact(artifact_id="data", parts=[m.Part(text="1,2")]), last_chunk=False)
         yield "More "
         await asyncio.sleep(0)
@@ -611,20 +611,18 @@ async def test_a_checkpoint_is_committed_with_every_entry_before_it_and_the_held
         ("task", S.SUBMITTED),
         ("status", S.WORKING, None),
         ("artifact", "response", "Intro. ", False, False),
-        ("artifact", "response", "Body, ", True, True),
+        ("artifact", "response", "Body, ", True, False),
         ("status", S.WORKING, "halfway"),
         ("artifact", "data", "1,2", False, False),
-        ("artifact", "response", "More ", False, False),
+        ("artifact", "response", "More ", True, False),
+        ("artifact", "response", "text held", True, False),
     ]
-    # Every chunk yielded before the checkpoint is in the log before it, or held in the checkpoint itself.
-    assert saved["text"]["held"] == "text held"
-    assert "".join(text_chunks(before)) + saved["text"]["held"] == "Intro. Body, More text held"
+    # Every chunk yielded before the checkpoint is in the log before it: nothing is left for the checkpoint.
+    assert saved["text"]["held"] == ""
+    assert "".join(text_chunks(before)) == "Intro. Body, More text held"
     assert saved["text"]["artifactId"] == before[-1].event.artifact.artifact_id  # type: ignore[union-attr]
     assert saved["text"]["started"] is True
-    assert [describe(e) for e in log[saved["seq"]:]] == [  # the held text is written when the status closes it
-        ("artifact", "response", "text held", True, True),
-        ("status", S.WORKING, "after the checkpoint"),
-    ]
+    assert [describe(e) for e in log[saved["seq"]:]] == [("status", S.WORKING, "after the checkpoint")]
     await die(sub.run)  # type: ignore[arg-type]
 
 

@@ -1,8 +1,10 @@
 """The Turn (sans-IO): an agent's outputs -> task log events.
 
-Text is coalesced per flush (`take_text`), the latest chunk is held back so the final one can
-be marked `lastChunk`, and the text artifact's id (known before any text), whether chunks went
-out and the held text are what a checkpoint saves (`text_state`).
+Text is coalesced per flush (`take_text`) and written at that flush, never held for the agent's next
+output; the end of the turn marks `lastChunk` (an empty closing chunk when every piece went out already).
+One turn's text is one artifact whatever comes between its pieces, unless the turn ends. The text
+artifact's id (known before any text), whether chunks went out and the text not yet written are what a
+checkpoint saves (`text_state`).
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def test_the_text_artifact_is_called_response() -> None:
     assert TEXT_ARTIFACT_NAME == "response"  # what clients see as the answer's artifact name
 
 
-# --- text: buffered, coalesced per flush, the last chunk held back ------------------------------------------
+# --- text: buffered until a flush, coalesced per flush, written at once ---------------------------------
 
 
 def test_text_waits_for_a_flush() -> None:
@@ -72,22 +74,22 @@ def test_text_waits_for_a_flush() -> None:
     assert turn.has_text is True
 
 
-def test_the_first_flush_is_held_back() -> None:
+def test_the_first_flush_writes_its_text_at_once() -> None:
+    """Issue 25: nothing waits for the agent's next output (the chunk once waited to learn whether it was last)."""
     turn = make()
-    assert feed(turn, "Hel", "lo") == []
-    assert turn.has_text is True
-    assert turn.text_state() == TextState("id1", False, "Hello")
+    assert feed(turn, "Hel", "lo") == [chunk("Hello", append=False, last=False)]
+    assert turn.has_text is False
+    assert turn.text_state() == TextState("id1", True, "")
 
 
-def test_each_flush_writes_the_chunk_before_it() -> None:
+def test_each_flush_writes_its_own_text() -> None:
     turn = make()
     events = [*feed(turn, "Hel", "lo"), *feed(turn, " wor", "ld")]
-    assert events == [chunk("Hello", append=False, last=False)]
-    assert turn.text_state() == TextState("id1", True, " world")
+    assert events == [chunk("Hello", append=False, last=False), chunk(" world", append=True, last=False)]
     more = feed(turn, "!")
-    assert more == [chunk(" world", append=True, last=False)]
+    assert more == [chunk("!", append=True, last=False)]
     end = turn.close_text()
-    assert end == [chunk("!", append=True, last=True)]
+    assert end == [chunk("", append=True, last=True)]  # every piece went out: an empty chunk marks the end
     assert snapshot([*events, *more, *end]).artifacts == [
         m.Artifact(artifact_id="id1", name="response", parts=[m.Part(text="Hello world!")])]
     assert turn.text_state() == TextState("id2", False, "")  # the next text goes to a new artifact
@@ -97,15 +99,15 @@ def test_a_flush_without_new_text_writes_nothing() -> None:
     turn = make()
     feed(turn, "a")
     assert turn.take_text() == []
-    assert turn.text_state() == TextState("id1", False, "a")
+    assert turn.text_state() == TextState("id1", True, "")
 
 
-def test_close_writes_the_held_and_the_open_text_the_last_marked() -> None:
+def test_close_writes_the_open_text_as_the_last_chunk() -> None:
     turn = make()
     feed(turn, "a")
     turn.output("b")
     turn.output("c")
-    assert turn.close_text() == [chunk("a", append=False, last=False), chunk("bc", append=True, last=True)]
+    assert turn.close_text() == [chunk("bc", append=True, last=True)]
     assert turn.has_text is False
     assert turn.text_state() == TextState("id2", False, "")
 
@@ -124,34 +126,34 @@ def test_close_with_no_text_written_writes_nothing() -> None:
 
 def test_after_the_last_chunk_text_starts_a_new_artifact() -> None:
     turn = make()
-    feed(turn, "one")
+    turn.output("one")
     assert turn.close_text() == [chunk("one", append=False, last=True)]
-    feed(turn, "two")
-    assert turn.close_text() == [chunk("two", aid="id2", append=False, last=True)]
+    assert feed(turn, "two") == [chunk("two", aid="id2", append=False, last=False)]
+    assert turn.close_text() == [chunk("", aid="id2", append=True, last=True)]
 
 
 # --- text state: what a checkpoint keeps, and a resumed run ------------------------------------------------
 
 
-def test_text_state_has_the_held_and_the_open_text() -> None:
+def test_text_state_has_the_text_not_yet_written() -> None:
     turn = make()
     turn.output("x")
-    turn.output("y")  # open, nothing held
+    turn.output("y")
     assert turn.text_state() == TextState("id1", False, "xy")
-    feed(turn, "a")  # "xya" held
-    feed(turn, "b")  # "xya" written, "b" held
-    turn.output("c")  # open
+    feed(turn, "a")  # "xya" written
+    turn.output("c")
     turn.output("d")
-    assert turn.text_state() == TextState("id1", True, "bcd")
+    assert turn.text_state() == TextState("id1", True, "cd")
 
 
 def test_a_restored_turn_goes_on_with_the_same_artifact() -> None:
+    """A checkpoint of an earlier release may hold text back (`held`): it is written with the next flush."""
     ids = Ids()
     turn = Turn("t1", "c1", TextState("a7", True, "held"), clock=lambda: NOW, ids=ids)
     assert ids.n == 0  # no new artifact
     assert turn.has_text is True
-    assert feed(turn, " more") == [chunk("held", aid="a7", append=True, last=False)]
-    assert turn.close_text() == [chunk(" more", aid="a7", append=True, last=True)]
+    assert feed(turn, " more") == [chunk("held more", aid="a7", append=True, last=False)]
+    assert turn.close_text() == [chunk("", aid="a7", append=True, last=True)]
 
 
 def test_a_restored_open_artifact_with_nothing_held_is_closed_with_an_empty_chunk() -> None:
@@ -181,8 +183,8 @@ def test_a_checkpoint_before_the_first_chunk_knows_the_artifact(before: list[str
     state = turn.text_state()
     assert state == TextState("id1", False, "".join(before))
     resumed = Turn("t1", "c1", TextState.from_json(state.to_json()), clock=lambda: NOW, ids=lambda: "other")
-    assert feed(resumed, " world") == ([chunk("Hello", append=False, last=False)] if before else [])
-    assert resumed.close_text() == [chunk(" world", append=bool(before), last=True)]
+    assert feed(resumed, " world") == [chunk("".join(before) + " world", append=False, last=False)]
+    assert resumed.close_text() == [chunk("", append=True, last=True)]
 
 
 def test_text_state_json_round_trip() -> None:
@@ -210,7 +212,7 @@ def test_text_state_reads_each_field() -> None:
 # --- reset_text: a resumed run undoes text written after its checkpoint ------------------------------------
 
 
-def test_reset_text_replaces_the_artifact_with_parts_and_held_text() -> None:
+def test_reset_text_replaces_the_artifact_with_parts_and_the_text_not_yet_written() -> None:
     turn = make()
     feed(turn, "a")
     turn.output("b")
@@ -218,12 +220,12 @@ def test_reset_text_replaces_the_artifact_with_parts_and_held_text() -> None:
     ev = turn.reset_text([m.Part(text="x")])
     assert ev == m.TaskArtifactUpdateEvent(
         task_id="t1", context_id="c1", append=False, last_chunk=False,
-        artifact=m.Artifact(artifact_id="id1", name="response", parts=[m.Part(text="x"), m.Part(text="abc")]))
+        artifact=m.Artifact(artifact_id="id1", name="response", parts=[m.Part(text="x"), m.Part(text="bc")]))
     assert turn.has_text is False
     assert turn.text_state() == TextState("id1", True, "")
     # more text goes on appending to the reset artifact
-    assert feed(turn, "d") == []
-    assert turn.close_text() == [chunk("d", append=True, last=True)]
+    assert feed(turn, "d") == [chunk("d", append=True, last=False)]
+    assert turn.close_text() == [chunk("", append=True, last=True)]
 
 
 def test_reset_text_with_only_open_text() -> None:
@@ -259,9 +261,10 @@ def test_reset_text_does_not_share_the_callers_list() -> None:
 
 def test_reset_text_undoes_text_written_after_the_checkpoint() -> None:
     turn = make()
-    written = [*feed(turn, "Hello"), *feed(turn, " wrong"), *feed(turn, " more")]
+    written = [*feed(turn, "Hello"), *feed(turn, " wrong")]
     assert [e.artifact.parts[0].text for e in written] == ["Hello", " wrong"]
-    reset = turn.reset_text([m.Part(text="Hello")])  # the checkpoint saw "Hello"; " more" was held
+    turn.output(" more")  # yielded, not yet written when the run resumes
+    reset = turn.reset_text([m.Part(text="Hello")])  # the checkpoint saw "Hello"
     end = [*feed(turn, " again"), *turn.close_text()]
     task = snapshot([*written, reset, *end])
     assert [p.text for p in task.artifacts[0].parts] == ["Hello", " more again"]  # type: ignore[index]
@@ -285,9 +288,9 @@ def fresh_message_id(turn: Turn, event: m.TaskStatusUpdateEvent, *taken: str) ->
     return mid
 
 
-def test_a_status_closes_the_text_first() -> None:
+def test_a_status_that_ends_the_turn_closes_the_text_first() -> None:
     turn = make()
-    feed(turn, "answer")
+    turn.output("answer")
     events = turn.output(Status(S.INPUT_REQUIRED, "more?", metadata={"k": 1}))
     mid = fresh_message_id(turn, events[1], "id1")
     assert events == [
@@ -314,13 +317,37 @@ def test_status_message_from_parts_text_or_none() -> None:
     assert ev.status.message is None
 
 
+@pytest.mark.parametrize("state", [S.INPUT_REQUIRED, S.AUTH_REQUIRED, S.COMPLETED, S.FAILED, S.REJECTED])
+def test_a_status_that_ends_the_turn_after_written_text_closes_it_with_an_empty_chunk(state: m.TaskState) -> None:
+    turn = make()
+    feed(turn, "answer")
+    events = turn.output(Status(state, "why"))
+    assert events[0] == chunk("", append=True, last=True)
+    assert events[1].status.state is state and len(events) == 2
+
+
+def test_a_working_status_between_two_pieces_of_text_leaves_one_artifact() -> None:
+    """Issue 26: `yield "a"; yield ctx.say("..."); yield "b"` is one answer, one artifact, in the agent's order."""
+    turn = make()
+    turn.output("a")
+    said = turn.output(Status(S.WORKING, "looking it up"))
+    assert said[0] == chunk("a", append=False, last=False)  # the text first: the log keeps the agent's order
+    assert said[1].status.state is S.WORKING and len(said) == 2
+    turn.output("b")
+    events = [*said, *turn.finish()]
+    task = snapshot(events)
+    assert [(a.artifact_id, a.name, a.parts) for a in task.artifacts or []] == [
+        ("id1", "response", [m.Part(text="ab")])]
+    assert [e.last_chunk for e in events if isinstance(e, m.TaskArtifactUpdateEvent)] == [False, True]
+
+
 def test_an_artifact_chunk_keeps_its_flags_after_the_text() -> None:
     turn = make()
     turn.output("a")
     art = m.Artifact(artifact_id="f1", parts=[m.Part(data={"x": 1})], name="data")
     events = turn.output(ArtifactChunk(art, append=True, last_chunk=False))
     assert events == [
-        chunk("a", append=False, last=True),
+        chunk("a", append=False, last=False),
         m.TaskArtifactUpdateEvent(task_id="t1", context_id="c1", artifact=art, append=True, last_chunk=False),
     ]
     (ev,) = turn.output(ArtifactChunk(art))
@@ -334,8 +361,10 @@ def test_a_whole_artifact_is_its_own_last_chunk_after_the_text() -> None:
         m.TaskArtifactUpdateEvent(task_id="t1", context_id="c1", artifact=art, append=False, last_chunk=True)]
     turn.output("text")
     assert turn.output(art) == [
-        chunk("text", append=False, last=True),
+        chunk("text", append=False, last=False),  # the text answer goes on after the other artifact
         m.TaskArtifactUpdateEvent(task_id="t1", context_id="c1", artifact=art, append=False, last_chunk=True)]
+    turn.output(" more")
+    assert turn.finish()[0] == chunk(" more", append=True, last=True)
 
 
 def test_a_message_is_a_working_status_with_its_parts() -> None:
@@ -343,7 +372,7 @@ def test_a_message_is_a_working_status_with_its_parts() -> None:
     turn.output("a")
     out = m.Message(message_id="agent-msg", role=m.Role.AGENT, parts=[m.Part(text="progress")])
     events = turn.output(out)
-    assert events[0] == chunk("a", append=False, last=True)
+    assert events[0] == chunk("a", append=False, last=False)
     mid = fresh_message_id(turn, events[1], "id1", "agent-msg")
     assert events[1] == m.TaskStatusUpdateEvent(
         task_id="t1", context_id="c1",
@@ -365,7 +394,7 @@ def test_finish_writes_the_rest_then_completed() -> None:
     feed(turn, "a")
     turn.output("b")
     assert turn.finish() == [
-        chunk("a", append=False, last=False), chunk("b", append=True, last=True),
+        chunk("b", append=True, last=True),
         m.TaskStatusUpdateEvent(task_id="t1", context_id="c1", status=m.TaskStatus(state=S.COMPLETED, timestamp=NOW)),
     ]
     assert make().finish() == [
@@ -376,14 +405,14 @@ def test_fail_writes_the_text_so_far_then_failed_with_the_reason() -> None:
     turn = make()
     feed(turn, "partial")
     events = turn.fail("model unreachable")
-    assert events[0] == chunk("partial", append=False, last=True)
+    assert events[0] == chunk("", append=True, last=True)
     assert events[1].status.state is S.FAILED and events[1].status.timestamp == NOW
     assert events[1].status.message is not None and events[1].status.message.text() == "model unreachable"
     assert events[1].status.message.role is m.Role.AGENT
     assert len(events) == 2
 
 
-def test_cancel_drops_the_held_text() -> None:
+def test_cancel_drops_the_text_not_yet_written() -> None:
     turn = make()
     feed(turn, "a")
     turn.output("b")
@@ -401,22 +430,23 @@ def test_cancel_without_metadata() -> None:
 
 
 def test_a_whole_run_folds_into_the_answer() -> None:
-    """What a client sees: one text artifact, chunked per flush, exactly one chunk marked last."""
+    """What a client sees: one text artifact, chunked per flush, exactly one chunk marked last, a working
+    status in the middle included."""
     turn = make()
     events: list[Any] = []
     for flush in (["The ", "answer"], [" is"], [" 42", "."]):
         events += feed(turn, *flush)
     events += turn.output(Status(S.WORKING, "checking"))
-    events += feed(turn, "Sure.")
+    events += feed(turn, " Sure.")
     events += turn.finish()
     texts = [e for e in events if isinstance(e, m.TaskArtifactUpdateEvent)]
     assert [(e.artifact.parts[0].text, e.append, e.last_chunk) for e in texts] == [
-        ("The answer", False, False), (" is", True, False), (" 42.", True, True), ("Sure.", False, True)]
-    first, second = texts[0].artifact.artifact_id, texts[3].artifact.artifact_id
-    assert first != second and all(e.artifact.artifact_id == first for e in texts[:3])
+        ("The answer", False, False), (" is", True, False), (" 42.", True, False), (" Sure.", True, False),
+        ("", True, True)]
+    assert {e.artifact.artifact_id for e in texts} == {"id1"}
     task = snapshot(events)
     assert [(a.artifact_id, a.parts) for a in task.artifacts or []] == [
-        (first, [m.Part(text="The answer is 42.")]), (second, [m.Part(text="Sure.")])]
+        ("id1", [m.Part(text="The answer is 42. Sure.")])]
     assert task.status.state is S.COMPLETED
     assert [h.text() for h in task.history or []] == ["checking"]
 

@@ -3,11 +3,14 @@
 The agent yields text, status changes, artifacts and internal events; a
 :class:`Turn` turns them into the events of the task's log. Text is coalesced: the
 text an agent yields between two flushes of the engine (in practice, within one
-event-loop turn) becomes one artifact chunk. The latest chunk is held back until
-the engine knows whether more text follows, so the final chunk can be marked
-`lastChunk`. The held text is part of the turn's state (:meth:`Turn.text_state`),
-which a checkpoint saves and a resumed run restores, so a restart neither loses nor
-splits the answer.
+event-loop turn) becomes one artifact chunk, written at that flush: nothing waits
+for the agent's next output, so a client sees "Let me look that up..." while the
+agent waits for its tool. One turn's text is one artifact (`response`) however
+many working statuses, messages or other artifacts come between its pieces; the
+turn's end (an interrupted or terminal state, a reply) closes it, and when its
+last piece went out before the end, an empty chunk marks `lastChunk`. Text not yet
+written is part of the turn's state (:meth:`Turn.text_state`), which a checkpoint
+saves and a resumed run restores, so a restart neither loses nor splits the answer.
 
 No store, no event loop: the engine (:mod:`parley.tasks.engine`) does the I/O.
 """
@@ -31,7 +34,8 @@ Event = m.Message | m.TaskStatusUpdateEvent | m.TaskArtifactUpdateEvent
 
 @dataclass(slots=True)
 class TextState:
-    """Where the turn's text artifact stands: its id, whether chunks went out, and the text held back."""
+    """Where the turn's text artifact stands: its id, whether chunks went out, and the text not yet written
+    (`held`: yielded since the last flush)."""
 
     artifact_id: str | None = None
     started: bool = False
@@ -53,7 +57,7 @@ class TextState:
 
 
 class Turn:
-    """Converts one agent run's outputs into task events; holds the text not yet written."""
+    """Converts one agent run's outputs into task events; holds the text yielded since the last flush."""
 
     def __init__(self, task_id: str, context_id: str, text: TextState | None = None, *,
                  clock: Callable[[], str] = now_iso, ids: Callable[[], str] = new_id) -> None:
@@ -64,8 +68,7 @@ class Turn:
         state = text or TextState()
         self._artifact_id = state.artifact_id
         self.started = state.started
-        self.held: str | None = state.held or None  # the latest chunk, not yet written
-        self.open: list[str] = []  # text yielded since the engine last flushed
+        self.open: list[str] = [state.held] if state.held else []  # text yielded since the engine last flushed
 
     @property
     def artifact_id(self) -> str:
@@ -80,37 +83,32 @@ class Turn:
     @property
     def has_text(self) -> bool:
         """Whether text is waiting to be written."""
-        return self.held is not None or bool(self.open)
+        return bool(self.open)
 
     def take_text(self) -> list[Event]:
-        """At a flush: the text yielded since the last one becomes the held chunk, and the chunk held
-        before it is written (not the last: more text came after it)."""
+        """At a flush: the text yielded since the last one becomes one chunk, written now. It is not marked
+        `lastChunk` (the agent may yield more); :meth:`close_text` marks the end."""
         if not self.open:
             return []
         group, self.open = "".join(self.open), []
-        out = [self._chunk(self.held, last=False)] if self.held is not None else []
-        self.held = group
-        return out
+        return [self._chunk(group, last=False)]
 
     def close_text(self) -> list[Event]:
-        """All text not yet written, the last chunk marked as such (nothing if no text artifact is open)."""
-        pieces = [p for p in (self.held, "".join(self.open) if self.open else None) if p is not None]
-        self.held, self.open = None, []
-        if not pieces:
-            if self.started:  # open, nothing held: close it with an empty chunk
-                return [self._chunk("", last=True)]
-            return []
-        return [self._chunk(p, last=i == len(pieces) - 1) for i, p in enumerate(pieces)]
+        """The text not yet written as the last chunk; an empty last chunk when every piece went out already;
+        nothing when no text artifact is open."""
+        pending, self.open = "".join(self.open), []
+        if pending or self.started:
+            return [self._chunk(pending, last=True)]
+        return []
 
     def text_state(self) -> TextState:
         """The text artifact and the text not yet written, as a checkpoint keeps them."""
-        return TextState(self.artifact_id, self.started, (self.held or "") + "".join(self.open))
+        return TextState(self.artifact_id, self.started, "".join(self.open))
 
     def reset_text(self, parts: list[m.Part]) -> Event:
-        """Replace the text artifact with `parts` plus the held text (a resumed run undoes text written after
+        """Replace the text artifact with `parts` plus the text not yet written (a resumed run undoes text written after
         its checkpoint, which the agent will produce again)."""
-        held = (self.held or "") + "".join(self.open)
-        self.held, self.open = None, []
+        held, self.open = "".join(self.open), []
         content = [*parts, m.Part(text=held)] if held or not parts else list(parts)
         self.started = True
         return m.TaskArtifactUpdateEvent(
@@ -136,23 +134,28 @@ class Turn:
     # --- outputs ------------------------------------------------------------------------------------
 
     def output(self, out: AgentOutput) -> list[Event]:
-        """The events for one agent output (text is buffered: none yet); InvalidTransition for junk."""
+        """The events for one agent output (text is buffered: none yet); InvalidTransition for junk.
+
+        Text yielded before another output is written first, so the log keeps the agent's order. Only a status
+        that ends the turn (interrupted or terminal) or a reply closes the text artifact: a working status, a
+        message or another artifact between two pieces of text leaves the answer one artifact."""
         if isinstance(out, str):
             self.open.append(out)
             return []
         if isinstance(out, InternalEvent):
             return []
         if isinstance(out, Status):
-            return [*self.close_text(), self.status(out.state, out.text, out.parts, out.metadata)]
+            text = self.take_text() if out.state is m.TaskState.WORKING else self.close_text()
+            return [*text, self.status(out.state, out.text, out.parts, out.metadata)]
         if isinstance(out, ArtifactChunk):
-            return [*self.close_text(), m.TaskArtifactUpdateEvent(
+            return [*self.take_text(), m.TaskArtifactUpdateEvent(
                 task_id=self.task_id, context_id=self.context_id, artifact=out.artifact, append=out.append,
                 last_chunk=out.last_chunk)]
         if isinstance(out, m.Artifact):
-            return [*self.close_text(), m.TaskArtifactUpdateEvent(
+            return [*self.take_text(), m.TaskArtifactUpdateEvent(
                 task_id=self.task_id, context_id=self.context_id, artifact=out, last_chunk=True)]
         if isinstance(out, m.Message):
-            return [*self.close_text(), self.status(m.TaskState.WORKING, parts=out.parts)]
+            return [*self.take_text(), self.status(m.TaskState.WORKING, parts=out.parts)]
         if isinstance(out, Reply):
             return [*self.close_text(), self.reply(out)]
         raise InvalidTransition(f"an agent cannot yield {type(out).__name__}")
@@ -189,8 +192,9 @@ class Turn:
         return [*self.close_text(), self.status(m.TaskState.FAILED, reason)]
 
     def cancel(self, metadata: dict[str, Any] | None = None) -> list[Event]:
-        """The task was canceled: held text is dropped, the task ends `canceled`."""
-        self.held, self.open = None, []
+        """The task was canceled: text not yet written is dropped, the task ends `canceled` (which ends its
+        artifacts: nothing is written to them after it)."""
+        self.open, self.started = [], False
         return [self.status(m.TaskState.CANCELED, metadata=metadata or None)]
 
 
