@@ -3,13 +3,16 @@
     ticker   streams `N` text chunks (N from the message, default 20), one every 50 ms, then completes
     waiter   says it started, then waits until it is canceled (a task that stays leased and running)
     stepper  checkpoints step 1, then waits; a replica that resumes it from the checkpoint completes it
+    pauser   waits for the file <dir>/go, yields text, pauses up to 3 s until <dir>/on exists, says which ended it
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 from parley.agents.base import AgentOutput, ArtifactChunk, RunContext
 from parley.protocol import models as m
@@ -27,6 +30,24 @@ async def waiter(ctx: RunContext) -> AsyncIterator[AgentOutput]:
     yield ctx.say(f"started on pid {os.getpid()}")
     await asyncio.Event().wait()
     yield "never"
+
+
+async def _file(path: Path, seconds: float) -> bool:
+    """Whether `path` appears within `seconds` (the test's signal across processes; the agent's "tool")."""
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
+
+
+async def pauser(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+    folder = Path(ctx.text)
+    await _file(folder / "go", 60)
+    yield "Let me look that up..."
+    signalled = await _file(folder / "on", 3.0)
+    yield " Found it (signal)." if signalled else " Found it (timeout)."
 
 
 async def stepper(ctx: RunContext) -> AsyncIterator[AgentOutput]:

@@ -36,6 +36,11 @@ entry = "cluster_agents:waiter"
 id = "stepper"
 type = "python"
 entry = "cluster_agents:stepper"
+
+[[agents]]
+id = "pauser"
+type = "python"
+entry = "cluster_agents:pauser"
 """
 
 

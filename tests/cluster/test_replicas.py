@@ -125,6 +125,35 @@ def test_subscriber_on_b_sees_a_task_running_on_a_live(deployment: list[Replica]
     assert state_of(got[-1][1]) == "TASK_STATE_COMPLETED"
 
 
+def test_text_reaches_a_subscriber_on_another_replica_while_the_agent_pauses(deployment: list[Replica],
+                                                                             tmp_path: Path) -> None:
+    """Issue 25 across replicas (sections 3.1.2, 3.1.6): the pauser on A yields text, then waits up to 3 s for
+    the test; the test lets it go on only after a subscriber on B has shown the text. Text held back until the
+    agent's next output would reach B only after the pause ran out, and the answer would say "(timeout)"."""
+    a, b = deployment
+    task = start(a, "pauser", str(tmp_path))
+    sub = {"jsonrpc": "2.0", "id": 2, "method": "SubscribeToTask", "params": {"id": task["id"]}}
+    got: list[dict] = []
+    with httpx.Client(timeout=30) as client, connect_sse(client, "POST", f"{b.url}/a2a/pauser", json=sub,
+                                                         headers=V1) as stream:
+        frames = events(stream)
+        got.append(next(frames)[1])
+        assert "task" in got[0] and not got[0]["task"].get("artifacts")  # attached before any text
+        (tmp_path / "go").touch()
+        for _, result in frames:
+            got.append(result)
+            if "artifactUpdate" in result:
+                assert result["artifactUpdate"]["artifact"]["parts"] == [{"text": "Let me look that up..."}]
+                (tmp_path / "on").touch()  # the text is on B: the agent may go on
+                break
+        got += [r for _, r in frames]
+    texts = [p["text"] for r in got if "artifactUpdate" in r for p in r["artifactUpdate"]["artifact"]["parts"]]
+    assert "".join(texts) == "Let me look that up... Found it (signal)."
+    last = [r["artifactUpdate"].get("lastChunk", False) for r in got if "artifactUpdate" in r]
+    assert last[-1] is True and sum(last) == 1
+    assert state_of(got[-1]) == "TASK_STATE_COMPLETED"
+
+
 def test_get_and_list_agree_on_every_replica(deployment: list[Replica]) -> None:
     a, b = deployment
     context = str(uuid.uuid4())

@@ -127,6 +127,25 @@ async def test_every_listener_receives_every_change(store: TaskStore, feed: Chan
         await stop(two, two_first)
 
 
+async def test_a_local_commit_reaches_a_listener_without_waiting_for_the_next_poll(store: TaskStore) -> None:
+    """Issue 25: the dashboard's live views hear of this process's commits at once. The engine calls
+    `nudge` after each commit (the dashboard registers it as a commit listener); here the poll interval is an
+    hour, so only the nudge can deliver the change within the test's bound."""
+    slow = ChangeFeed(store, poll_seconds=3600)
+    listener, first = await start(slow)
+    try:
+        await until(lambda: slow._position is not None, "the poller has read the head")
+        await put(store, new_task("n"), agent="echo", owner="alice")
+        slow.nudge(None, [])
+        assert seen(await asyncio.wait_for(first, WAIT)) == ("n", "echo", "alice", 1, S.SUBMITTED)
+        await advance(store, "n", status(S.COMPLETED, "ok", task_id="n"))
+        slow.nudge(None, [])
+        assert seen(await receive(listener)) == ("n", "echo", "alice", 2, S.COMPLETED)
+    finally:
+        await stop(listener, first)
+        await slow.close()
+
+
 async def test_a_listener_that_falls_behind_is_told_to_reload_and_then_keeps_receiving(store: TaskStore,
                                                                                        feed: ChangeFeed) -> None:
     """A tab that stops reading (in the background) while more than QUEUE changes are committed is not

@@ -116,6 +116,7 @@ class Dashboard:
         self.sessions = Sessions(self.settings)
         self.oidc = oidc.client_of(self.settings) if runtime.security.jwt is not None else None
         self.feed = ChangeFeed(runtime.store)
+        runtime.engine.committed.append(self.feed.nudge)  # the live views hear of local commits at once
         self.templates = environment()
 
     def routes(self) -> list[BaseRoute]:

@@ -3,7 +3,8 @@
 One poller per process reads `TaskStore.changes_after` (every replica's commits on a shared store: the
 feed is written in the commit's transaction) while at least one browser listens, and hands each change
 to every listener's bounded queue. A listener that falls behind is told to reload instead of growing
-the server's memory.
+the server's memory. A commit of this process nudges the poller (:meth:`ChangeFeed.nudge`, an engine commit
+listener), so local changes reach the browser at once; other replicas' are read at the next poll.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class ChangeFeed:
         self._task: asyncio.Task[None] | None = None
         self._position: int | None = None
         self._starting = asyncio.Lock()  # one head lookup at a time: two could otherwise move the position back
+        self._nudged = asyncio.Event()  # a local commit: read the feed now rather than at the next poll
 
     async def listen(self, idle: float | None = None) -> AsyncIterator[Change | str | None]:
         """Changes committed from now on, in feed order; None when some were missed (reload); IDLE after
@@ -69,8 +71,15 @@ class ChangeFeed:
             if len(page) < PAGE:
                 return position
 
+    def nudge(self, *_: object) -> None:
+        """Something was committed here: read the feed now (an engine commit listener; cheap when nobody
+        listens)."""
+        if self._listeners:
+            self._nudged.set()
+
     async def _poll(self) -> None:
         while self._listeners:
+            self._nudged.clear()  # a commit from now on sets it again: the wait below never misses one
             try:
                 changes = await self.store.changes_after(self._position or 0, PAGE)
             except Exception:  # the store is away for a moment: try again at the next tick
@@ -81,7 +90,9 @@ class ChangeFeed:
                 for queue in list(self._listeners):
                     _offer(queue, change)
             if len(changes) < PAGE:
-                await asyncio.sleep(self.poll_seconds)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.poll_seconds):
+                        await self._nudged.wait()
         self._position = None  # nobody listens: the next listener starts from the head again
 
     async def close(self) -> None:
