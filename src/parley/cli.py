@@ -10,6 +10,7 @@ import contextlib
 import functools
 import json
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, NoReturn, TypeVar
 
@@ -381,9 +382,30 @@ async def _secured(runtime: Any, settings: Any) -> bool:
         await backends.postgres.close()
 
 
+async def _credentials(runtime: Any) -> str:
+    """What secures the server, for the banner: the token issuer, the admin key, the API keys (how many are
+    active, and the command that lists them)."""
+    auth = runtime.security.authenticator
+    said = [what for what, on in (("a token issuer", auth.jwt is not None), ("an admin key", auth.admin_key))
+            if on]
+    keys = auth.keys
+    if keys is not None and not runtime.backends.shared:
+        await keys.open()
+        listed = await keys.list()
+        active = sum(k.active(time.time()) for k in listed)
+        db = runtime.settings.db
+        said.append(f"{active} active API key(s) of {len(listed)} (`parley keys list --db {db}`; "
+                    "`parley keys purge` after revoking them all returns to development mode)")
+    elif keys is not None:
+        said.append("API keys in the shared database (`parley keys list --config ...`)")
+    return ", ".join(said) or "credentials configured"
+
+
 def _check_open_mode(runtime: Any, settings: Any) -> None:
     """No credentials configured: on a loopback address, say so loudly; elsewhere, refuse unless --insecure."""
     if asyncio.run(_secured(runtime, settings)):
+        err.print(f"secured: {asyncio.run(_credentials(runtime))}; every request must authenticate",
+                  highlight=False, soft_wrap=True)
         return
     if not settings.loopback and not settings.insecure:
         fail(f"no credentials are configured, so every client of {settings.host} would be trusted: make an API key "
@@ -587,6 +609,27 @@ async def keys_revoke(key_id: str = typer.Argument(..., help="The key's id (see 
     if key is None:
         raise ClientError(f"no key {key_id!r}")
     out.print(f"revoked {key.id} (agent {key.agent_id}, {key.name or 'no name'})", highlight=False)
+
+
+@keys_app.command("purge")
+@run
+async def keys_purge(db: str | None = DbOpt, config_path: str | None = ConfigOpt) -> None:
+    """Forget revoked and expired keys. With none left, a loopback server on this database runs in development
+    mode again at its next start (its tasks are kept); active keys are never purged."""
+    store, _ = _key_store(db, config_path)
+    try:
+        await _opened(store)
+        gone = await store.purge()
+        left = await store.list()
+    finally:
+        await store.close()
+    out.print(f"purged {len(gone)} revoked or expired key(s); {len(left)} left", highlight=False)
+    if left:
+        err.print("the server stays secured: revoke the keys still listed by `parley keys list` first, then purge",
+                  highlight=False, soft_wrap=True)
+    else:
+        err.print("no key is left: restart `parley serve` on a loopback address for development mode (tasks are "
+                  "kept)", highlight=False, soft_wrap=True)
 
 
 # --- push -------------------------------------------------------------------------------------------------------

@@ -161,6 +161,23 @@ async def test_has_keys_is_false_only_before_the_first_key(replicas: Make):
     assert await two.has_keys()
 
 
+async def test_purge_forgets_revoked_and_expired_keys_only(replicas: Make):
+    """`parley keys purge` on PostgreSQL: revoked and expired keys go, an active one stays, on every replica;
+    once none is left the store has no keys (the way back to development mode, issue 26)."""
+    one, two = await replicas(), await replicas()
+    active, _ = await one.create("echo", now=T0)
+    revoked, _ = await one.create("echo", now=T0)
+    expired, _ = await one.create("echo", now=T0, expires_at=T0 + 10)
+    await two.revoke(revoked.id, now=T0 + 1)
+    gone = await two.purge(now=T0 + 20)
+    assert sorted(k.id for k in gone) == sorted([revoked.id, expired.id])
+    assert [k.id for k in await one.list()] == [active.id]
+    assert await one.has_keys()
+    await one.revoke(active.id, now=T0 + 21)
+    assert [k.id for k in await one.purge(now=T0 + 22)] == [active.id]
+    assert not await two.has_keys()
+
+
 async def test_the_last_use_is_written_at_most_once_a_minute_and_seen_everywhere(replicas: Make):
     one, two = await replicas(), await replicas()
     _, token = await one.create("echo", now=T0)

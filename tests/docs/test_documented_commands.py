@@ -155,14 +155,49 @@ def llm() -> Iterator[FakeLLM]:
     fake.stop()
 
 
+def needs_running_server(commands: list[Command]) -> bool:
+    """Whether a command talks to 127.0.0.1:8000 before the block starts a `parley serve` of its own."""
+    for command in commands:
+        if SERVE.search(command.text):
+            return False
+        if "127.0.0.1:8000" in command.text:
+            return True
+    return False
+
+
 @pytest.mark.parametrize("block", RUN_BLOCKS, ids=[b.where for b in RUN_BLOCKS])
 def test_documented_block_runs(block: Block, tmp_path: Path, llm: FakeLLM) -> None:
     sandbox = Sandbox(tmp_path, block, llm.port)
     commands = block.commands()
     try:
-        if any("127.0.0.1:8000" in c.text for c in commands) and not any(SERVE.search(c.text) for c in commands):
+        if needs_running_server(commands):
             sandbox.start(f"{REPO / '.venv' / 'bin' / 'parley'} serve --port {sandbox.port}")
         for command in commands:
             sandbox.run(command)
+    finally:
+        sandbox.stop()
+
+
+def test_the_readme_runs_top_to_bottom_in_one_directory(tmp_path: Path, llm: FakeLLM) -> None:
+    """Issue 26: a reader follows README.md in order, in one directory with one database (.parley/), as the
+    first `sh setup` command leaves it: no section may leave the next one locked out (the Security section
+    once secured the database for good, and "Writing an agent" then failed with `Authentication required`).
+    A block that needs the server at 127.0.0.1:8000 and starts none talks to the README's first `parley
+    serve` (started again if a block replaced it, as a reader goes back to the first terminal)."""
+    readme = [b for b in RUN_BLOCKS if b.path.name == "README.md"]
+    assert len(readme) >= 5
+    sandbox = Sandbox(tmp_path, readme[0], llm.port)
+    default = f"{REPO / '.venv' / 'bin' / 'parley'} serve --port {sandbox.port}"
+    current = ""
+    try:
+        for block in readme:
+            commands = block.commands()
+            if needs_running_server(commands) and current != default:
+                sandbox.start(default)
+                current = default
+            for command in commands:
+                sandbox.run(command)
+                if SERVE.search(command.text):
+                    current = command.text
     finally:
         sandbox.stop()

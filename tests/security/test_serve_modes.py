@@ -36,6 +36,8 @@ from .secured import (
     create_key,
     error_of,
     free_port,
+    jsonrpc,
+    keys_json,
     non_loopback_ip,
     ok,
     one_error_line,
@@ -181,3 +183,42 @@ def test_revoking_the_last_key_does_not_open_a_non_loopback_server(exposed: tupl
                                f"0.0.0.0 answered a request without a key with HTTP {status}: it trusts every "
                                f"client now (statuses seen: {sorted(set(seen))})")
         time.sleep(0.05)
+
+
+# --- secured: the banner says so, and the deliberate way back (issue 26) --------------------------------------------
+
+
+def test_a_secured_server_says_so_at_start_with_its_active_keys(db: str) -> None:
+    """The start-up banner names what secures the server (how many API keys are active, and the command that
+    lists them), instead of staying silent while every request without a key gets 401."""
+    first = create_key("echo", "--db", db)
+    second = create_key("echo", "--db", db)
+    ok("keys", "revoke", second.id, "--db", db)
+    with served("--db", db) as srv:
+        secured = [line for line in srv.stderr.splitlines() if line.startswith("secured:")]
+        assert len(secured) == 1, srv.stderr
+        assert "1 active API key(s) of 2" in secured[0] and f"parley keys list --db {db}" in secured[0]
+        assert not warning_lines(srv.stderr)
+        assert send_jsonrpc(srv.url, "hello", token=None).status_code == 401
+        assert send_jsonrpc(srv.url, "hello", token=first.token).status_code == 200
+
+
+def test_purge_after_revoking_every_key_is_the_way_back_to_development_mode(db: str) -> None:
+    """Revoking never opens a server by itself; `parley keys purge` forgets revoked and expired keys (never an
+    active one), and a restart on loopback is open again, with the task made before the key still there."""
+    with served("--db", db) as srv:
+        task = send_jsonrpc(srv.url, "made in development mode", token=None).json()["result"]["task"]
+    key = create_key("echo", "--db", db)
+    refused = ok("keys", "purge", "--db", db)
+    assert "purged 0" in refused.stdout and "1 left" in refused.stdout and "stays secured" in refused.stderr
+    ok("keys", "revoke", key.id, "--db", db)
+    with served("--db", db) as srv:  # revoked, not purged: still secured
+        assert send_jsonrpc(srv.url, "hello", token=None).status_code == 401
+    purged = ok("keys", "purge", "--db", db)
+    assert "purged 1" in purged.stdout and "0 left" in purged.stdout and "development mode" in purged.stderr
+    assert keys_json("--db", db) == []
+    with served("--db", db) as srv:
+        assert len(warning_lines(srv.stderr)) == 1
+        assert send_jsonrpc(srv.url, "hello", token=None).status_code == 200
+        got = jsonrpc(srv.url, "GetTask", {"id": task["id"]}).json()
+        assert got["result"]["id"] == task["id"]  # no task was lost on the way

@@ -138,6 +138,19 @@ class KeyStore(ABC):
     async def revoke(self, key_id: str, now: float | None = None) -> ApiKey | None:
         """Revoke a key; its record, or None if there is no such key."""
 
+    async def purge(self, now: float | None = None) -> list[ApiKey]:
+        """Forget the keys that can never work again (revoked or expired); their records. The deliberate way
+        back to development mode: a store whose keys are all purged has none, so a loopback server on it runs
+        open again at its next start. Active keys are never purged; tasks are not touched."""
+        now = time.time() if now is None else now
+        gone = [k for k in await self.list() if not k.active(now)]
+        if gone:
+            await self._delete([k.id for k in gone])
+        return gone
+
+    @abstractmethod
+    async def _delete(self, key_ids: list[str]) -> None: ...
+
     @abstractmethod
     async def has_keys(self) -> bool:
         """Whether any key was ever made here, active, revoked or expired: then every request must
@@ -181,6 +194,10 @@ class MemoryKeyStore(KeyStore):
         if stored.key.revoked_at is None:
             stored.key = replace(stored.key, revoked_at=time.time() if now is None else now)
         return stored.key
+
+    async def _delete(self, key_ids: list[str]) -> None:
+        for key_id in key_ids:
+            self._keys.pop(key_id, None)
 
     async def has_keys(self) -> bool:
         return bool(self._keys)
@@ -253,6 +270,9 @@ class SqliteKeyStore(KeyStore):
         self._db.execute("UPDATE api_keys SET revoked_at=? WHERE id=? AND revoked_at IS NULL", (now, key_id))
         stored = await self._get(key_id)
         return stored.key if stored is not None else None
+
+    async def _delete(self, key_ids: list[str]) -> None:
+        self._db.executemany("DELETE FROM api_keys WHERE id=?", [(k,) for k in key_ids])
 
     async def has_keys(self) -> bool:
         return self._db.execute("SELECT 1 FROM api_keys LIMIT 1").fetchone() is not None

@@ -98,6 +98,9 @@ class PostgresKeyStore(PostgresTables, KeyStore):
                                        f"RETURNING {_COLUMNS}", now, key_id)
         return self._key(row)[0] if row is not None else None
 
+    async def _delete(self, key_ids: list[str]) -> None:
+        await self.pool.execute("DELETE FROM api_keys WHERE id = ANY($1::text[])", key_ids)
+
     async def has_keys(self) -> bool:
         return bool(await self.pool.fetchval("SELECT EXISTS (SELECT 1 FROM api_keys)"))
 
