@@ -463,3 +463,87 @@ def test_a_finished_task_kept_in_memory_adds_few_objects_for_the_garbage_collect
     gc.collect()
     per_task = (len(gc.get_objects()) - before) / 500
     assert store is not None and per_task < 8, per_task
+
+
+# --- fold: a run of text chunks is joined once (issue 25: readers of a lagging snapshot fold thousands) ---------
+
+
+def _chunk_on(aid: str, *parts: m.Part, append: bool = True, **artifact: object) -> m.TaskArtifactUpdateEvent:
+    return m.TaskArtifactUpdateEvent(task_id="t1", context_id="c1", append=append,
+                                     artifact=m.Artifact(artifact_id=aid, parts=list(parts), **artifact))
+
+
+FOLD_ALPHABET = {
+    "x": _chunk_on("a", m.Part(text="x")),
+    "y-named": _chunk_on("a", m.Part(text="y"), name="N", description="D", metadata={"k": 1}, extensions=["e"]),
+    "z-empty-name": _chunk_on("a", m.Part(text="z"), name="", description=""),
+    "w-other": _chunk_on("b", m.Part(text="w")),
+    "v-other-named": _chunk_on("b", m.Part(text="v"), name="B"),
+    "part-metadata": _chunk_on("a", m.Part(text="p", metadata={"m": 1})),
+    "media-type": _chunk_on("a", m.Part(text="q", media_type="text/markdown")),
+    "filename": _chunk_on("a", m.Part(text="f", filename="f.txt")),
+    "two-parts": _chunk_on("a", m.Part(text="r"), m.Part(text="s")),
+    "data": _chunk_on("a", m.Part(data={"d": 1})),
+    "replace": _chunk_on("a", m.Part(text="new"), append=False, name="R"),
+    "status": m.TaskStatusUpdateEvent(task_id="t1", context_id="c1", status=m.TaskStatus(state=S.WORKING)),
+}
+FOLD_STARTS = {
+    "no-artifacts": new_task(state=S.WORKING),
+    "text": m.Task(id="t1", context_id="c1", status=m.TaskStatus(state=S.WORKING),
+                   artifacts=[m.Artifact(artifact_id="a", parts=[m.Part(text="A")])]),
+    "named-data": m.Task(id="t1", context_id="c1", status=m.TaskStatus(state=S.WORKING),
+                         artifacts=[m.Artifact(artifact_id="a", name="first", parts=[m.Part(data=[1])])]),
+}
+
+
+def one_by_one(start: m.Task, events: list) -> m.Task:
+    """The reference: each event applied in turn."""
+    out = copy(start)
+    for ev in events:
+        out = apply(out, ev)
+    return out
+
+
+@pytest.mark.parametrize("start", list(FOLD_STARTS))
+def test_fold_equals_applying_each_event_in_turn(start: str) -> None:
+    """Every sequence of up to four events from FOLD_ALPHABET (runs of plain text chunks on one artifact,
+    broken by other artifacts, parts that carry more than text, replacements and statuses) folds to exactly
+    the task that applying the events one by one gives."""
+    import itertools
+
+    base = FOLD_STARTS[start]
+    names = list(FOLD_ALPHABET)
+    for length in range(1, 5):
+        for combo in itertools.product(names, repeat=length):
+            events = [FOLD_ALPHABET[n] for n in combo]
+            assert log_fold(base, events) == one_by_one(base, events), combo
+
+
+def test_a_run_of_text_chunks_is_joined_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Folding k chunks onto a text of size S costs S + k, not k * S: a run of plain text chunks on one artifact
+    is merged into the snapshot once (the mechanism that keeps reading a lagging snapshot linear)."""
+    from parley.tasks import log as log_module
+
+    merges: list[int] = []
+    real = log_module._merge_parts
+
+    def counted(old: list[m.Part], new: list[m.Part]) -> list[m.Part]:
+        merges.append(len(new))
+        return real(old, new)
+
+    monkeypatch.setattr(log_module, "_merge_parts", counted)
+    start = FOLD_STARTS["text"]
+    events = [FOLD_ALPHABET[n] for n in ("x", "y-named", "x", "status", "x", "x", "w-other", "x")]
+    expected = one_by_one(start, events)
+    assert len(merges) == 6  # one by one: a merge per chunk on "a"
+    merges.clear()
+    assert log_fold(start, events) == expected
+    assert len(merges) == 3  # x y x | x x | x: three runs on "a"; "w-other" adds "b"
+
+
+def test_fold_of_many_chunks_is_one_text() -> None:
+    start = FOLD_STARTS["text"]
+    events = [_chunk_on("a", m.Part(text=str(i % 10))) for i in range(5000)]
+    folded = log_fold(start, events)
+    assert folded.artifacts == [m.Artifact(artifact_id="a", parts=[m.Part(text="A" + "0123456789" * 500)])]
+    assert start.artifacts == [m.Artifact(artifact_id="a", parts=[m.Part(text="A")])]  # left as it was

@@ -61,6 +61,7 @@ from parley.tasks.store import (
     encode_cursor,
     fingerprint,
     make_query,
+    stores_snapshot,
 )
 from parley.tasks.turn import TextState, Turn
 
@@ -136,6 +137,7 @@ class Run:
     flush_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     flush_scheduled: bool = False
     has_checkpoint: bool = False
+    snapshot_at: int | None = None  # where the stored snapshot stands, once a commit of this run stored it
     lease_lost: bool = False
     paced_at: float = 0.0
     may_reply: bool = False  # nothing visible yet from an agent that may answer with a Message: `working` waits
@@ -317,7 +319,7 @@ class TaskEngine:
                 updated_at=rec.updated_at, message=effects.message, checkpoint=effects.checkpoint,
                 drop_checkpoint=run.has_checkpoint and is_terminal(state), links=effects.links,
                 lease=None if settled else effects.lease, release_lease=settled, push_configs=effects.push_configs,
-                record=rec if creating else None,
+                record=rec if creating else None, snapshot_at=run.snapshot_at,
             )
             try:
                 await self.store.commit(commit)
@@ -332,6 +334,8 @@ class TaskEngine:
                     raise self._not_created(run, exc) from exc
                 raise
             run.committed_seq = commit.last_seq
+            if stores_snapshot(commit):
+                run.snapshot_at = commit.last_seq
             if creating and run.created is not None and not run.created.done():
                 run.created_with = batch
                 run.created.set_result(None)

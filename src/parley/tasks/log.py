@@ -11,6 +11,7 @@ import functools
 import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from itertools import groupby
 from typing import Literal
 
 import msgspec
@@ -95,9 +96,40 @@ def fold(task: m.Task, events: Iterable[m.Task | m.Message | m.TaskStatusUpdateE
     stay as it was committed while the engine goes on.
     """
     out = msgspec.structs.replace(task)
-    for ev in events:
-        out = apply(out, ev)
+    for artifact_id, group in groupby(events, key=_run_key):
+        if artifact_id is None:
+            for ev in group:
+                out = apply(out, ev)
+        else:
+            out = apply(out, _joined(list(group)))
     return out
+
+
+def _run_key(ev: object) -> str | None:
+    """The artifact id of an appended chunk of one text part with nothing but text (a run of them on one artifact
+    folds as one: see `_joined`); None for anything else."""
+    if type(ev) is m.TaskArtifactUpdateEvent and ev.append and len(ev.artifact.parts) == 1:
+        part = ev.artifact.parts[0]
+        if part.text is not None and part.metadata is None and part.media_type is None and part.filename is None:
+            return ev.artifact.artifact_id
+    return None
+
+
+def _joined(run: list[m.TaskArtifactUpdateEvent]) -> m.TaskArtifactUpdateEvent:
+    """One chunk that folds like `run` folded one by one, its text joined once: folding k chunks onto a text of
+    size S then costs S + k, not k * S (a reader of a lagging snapshot folds thousands)."""
+    first = run[0].artifact
+    arts = [e.artifact for e in run]
+    artifact = m.Artifact(
+        artifact_id=first.artifact_id, parts=[m.Part(text="".join(a.parts[0].text for a in arts))],
+        name=next((a.name for a in arts if a.name), arts[-1].name),
+        description=next((a.description for a in arts if a.description), arts[-1].description),
+        metadata=next((a.metadata for a in arts if a.metadata), arts[-1].metadata),
+        extensions=next((a.extensions for a in arts if a.extensions), arts[-1].extensions),
+    )
+    # lastChunk and the events' own metadata do not change a snapshot: left out
+    return m.TaskArtifactUpdateEvent(task_id=run[0].task_id, context_id=run[0].context_id, artifact=artifact,
+                                     append=True)
 
 
 def _apply_artifact(task: m.Task, ev: m.TaskArtifactUpdateEvent) -> None:

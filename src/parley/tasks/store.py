@@ -185,6 +185,8 @@ class Commit:
     before their first await: the engine goes on folding into a new copy meanwhile.
     `snapshot` is the stored task with `entries` folded in; when `stores_snapshot` says so
     (artifact updates only), a store may keep the snapshot it has and fold on read instead.
+    `snapshot_at`: where the stored snapshot stands, when the committer knows it (the run that wrote it):
+    then it may lag in proportion to its size (:func:`snapshot_interval`).
     """
 
     task_id: str
@@ -200,6 +202,7 @@ class Commit:
     lease: Lease | None = None
     release_lease: bool = False
     push_configs: list[StoredPushConfig] = field(default_factory=list)  # registered before the entries: they notify
+    snapshot_at: int | None = None
 
     @property
     def last_seq(self) -> int:
@@ -470,25 +473,47 @@ TRIM_CHANGES = ("DELETE FROM changes WHERE pos < coalesce((SELECT pos FROM chang
 
 
 # A stored snapshot may lag its task's log by artifact updates: a commit of only artifact updates (an agent
-# streaming text: a commit per loop turn) leaves it as it was, unless its entries reach a multiple of
-# SNAPSHOT_EVERY. Rewriting the whole snapshot on every commit made a streamed answer's writes grow with the
-# square of its length (bench/RESULTS.md: SQLite wrote 592 MB for an answer of 80,000 characters). A reader
-# folds the entries after the stored snapshot (at most SNAPSHOT_EVERY - 1, all artifact updates) into it.
+# streaming text: a commit per loop turn) leaves it as it was. Rewriting the whole snapshot on every commit made
+# a streamed answer's writes grow with the square of its length (bench/RESULTS.md: SQLite wrote 592 MB for an
+# answer of 80,000 characters); rewriting it every SNAPSHOT_EVERY entries still did, 64 times more slowly. So
+# the lag allowed grows with the snapshot: SNAPSHOT_EVERY entries for each SNAPSHOT_BYTES of content. Each
+# rewrite then finds the snapshot a fixed fraction larger than the last one, and the bytes of all rewrites stay
+# proportional to the answer's length. A reader folds the entries after the stored snapshot into it (log.fold
+# joins a run of text chunks once, so that costs about what returning the text does).
 SNAPSHOT_EVERY = 64
+SNAPSHOT_BYTES = 16 * 1024
+
+
+def content_size(task: m.Task) -> int:
+    """About how many bytes a task's snapshot holds: the text and raw bytes of its artifacts and history."""
+    size = 0
+    for holder in (*(task.artifacts or ()), *(task.history or ())):
+        for part in holder.parts:
+            size += len(part.text) if part.text is not None else len(part.raw) if part.raw is not None else 64
+    return size
+
+
+def snapshot_interval(task: m.Task) -> int:
+    """How many entries the stored snapshot of `task` may lag behind its log."""
+    return SNAPSHOT_EVERY * max(1, content_size(task) // SNAPSHOT_BYTES)
 
 
 def stores_snapshot(commit: Commit) -> bool:
     """Whether `commit` must store its snapshot: it creates the task, appends something other than an
     artifact update (a status, a message: the task's state and history are always stored as they are), or
-    its entries reach a multiple of SNAPSHOT_EVERY. Otherwise the stored snapshot may stay behind the log."""
+    the stored snapshot would lag too far: by :func:`snapshot_interval` entries when the commit says where it
+    stands (`snapshot_at`), else when its entries reach a multiple of SNAPSHOT_EVERY. Otherwise the stored
+    snapshot may stay behind the log."""
     if commit.record is not None:
         return True
     entries = commit.entries
     if not entries:
         return False
-    if commit.expected_seq // SNAPSHOT_EVERY != entries[-1].seq // SNAPSHOT_EVERY:
+    if any(type(e.event) is not m.TaskArtifactUpdateEvent for e in entries):
         return True
-    return any(type(e.event) is not m.TaskArtifactUpdateEvent for e in entries)
+    if commit.snapshot_at is None:
+        return commit.expected_seq // SNAPSHOT_EVERY != entries[-1].seq // SNAPSHOT_EVERY
+    return entries[-1].seq - commit.snapshot_at >= snapshot_interval(commit.snapshot)
 
 
 def check_commit(commit: Commit) -> None:
