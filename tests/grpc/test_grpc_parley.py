@@ -414,3 +414,14 @@ async def test_messages_over_max_body_bytes_are_refused(serve, gate):
         assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         ok = await stub.SendMessage(pb.SendMessageRequest(message=message("x" * 1000)), metadata=V1)
         assert ok.task.status.state == pb.TASK_STATE_COMPLETED
+
+
+@pytest.mark.parametrize("raw", ["9223372036854775808", "1" * 19, "-1", "1e5", "12a"])
+async def test_a_last_event_id_that_is_no_event_id_is_invalid_argument(stub, raw):
+    """Issue 27: `last-event-id` metadata is read by the same rule as HTTP's Last-Event-ID header (ASCII digits,
+    at most 18): 2^63 once reached the store and came back INTERNAL (an SQLite OverflowError)."""
+    sent = await stub.SendMessage(pb.SendMessageRequest(tenant="chunks", message=message()), metadata=V1)
+    stream = stub.SubscribeToTask(pb.SubscribeToTaskRequest(tenant="chunks", id=sent.task.id),
+                                  metadata=(*V1, ("last-event-id", raw)))
+    details = await expect(stream.read(), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_REQUEST")
+    assert "last-event-id" in details and raw[:40] in details

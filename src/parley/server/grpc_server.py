@@ -50,6 +50,7 @@ from parley.protocol.operations import Operation
 from parley.runtime import Runtime
 from parley.server.access import Credentials
 from parley.server.pipeline import Call
+from parley.server.resume import parse_event_id
 from parley.tasks.bus import StreamsEnded
 from parley.telemetry import hooks as telemetry
 
@@ -219,12 +220,7 @@ class ParleyA2AServicer(a2a_pb2_grpc.A2AServiceServicer):
 
 
 def _last_event_id(values: list[str]) -> int | None:
-    if not values or not values[-1].strip():
-        return None
-    raw = values[-1].strip()
-    if not raw.isdigit():
-        raise InvalidRequestError(f"Invalid request: last-event-id {raw!r} is not an event id of this server")
-    return int(raw)
+    return parse_event_id(values[-1] if values else None, LAST_EVENT_ID_KEY)
 
 
 @dataclass(frozen=True, slots=True)

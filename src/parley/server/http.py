@@ -14,6 +14,7 @@ from starlette.types import Receive, Scope, Send
 
 from parley.protocol.errors import InvalidRequestError, PayloadTooLargeError, UnsupportedMediaTypeError
 from parley.server.access import Credentials
+from parley.server.resume import parse_event_id
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 KEEPALIVE_FRAME = b": keep-alive\n\n"
@@ -128,13 +129,7 @@ def sse_frame(data: bytes, event_id: int | None = None, event: str | None = None
 
 def last_event_id(request: Request) -> int | None:
     """The `Last-Event-ID` header as a sequence number, or None."""
-    raw = request.headers.get("last-event-id")
-    if raw is None or not raw.strip():
-        return None
-    raw = raw.strip()
-    if not (raw.isascii() and raw.isdigit() and len(raw) <= 18):  # "²".isdigit() is true; int() refuses it
-        raise InvalidRequestError(f"Invalid request: Last-Event-ID {raw[:40]!r} is not an event id of this server")
-    return int(raw)
+    return parse_event_id(request.headers.get("last-event-id"))
 
 
 def requested_extensions(request: Request) -> frozenset[str]:

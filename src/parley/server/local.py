@@ -27,6 +27,7 @@ from parley.pump import Pump
 from parley.server.access import Credentials, Principal
 from parley.server.cards import Cards
 from parley.server.pipeline import Call, Pipeline
+from parley.server.resume import parse_event_id
 from parley.telemetry import hooks as telemetry
 
 BINDING = "LOCAL"
@@ -46,7 +47,7 @@ class LocalTransport:
         self.credentials = Credentials(principal=principal)
 
     def _decoder(self, op: Operation, request: Any, last_event_id: str | None = None) -> Any:
-        resume = int(last_event_id) if last_event_id and last_event_id.isdigit() else None
+        resume = parse_event_id(last_event_id)
 
         async def decode() -> Call:
             # The engine fills in ids on the message it is given: it gets a copy, never the caller's object.
