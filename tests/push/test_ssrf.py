@@ -8,6 +8,8 @@ Only the webhook receiver's 127.0.0.1/32 is ever allowlisted.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from webhooks import http, push_settings, uid
 
@@ -145,6 +147,34 @@ async def test_mixed_public_and_private_answer_is_refused(answer):
     guard = UrlGuard(resolve=Resolver(answer))
     with pytest.raises(UnsafeUrl):
         await guard.check("https://mixed.example.com/hook")
+
+
+@pytest.mark.parametrize("answer, carried", [
+    ("::7f00:1", "127.0.0.1"),  # IPv4-compatible ::127.0.0.1
+    ("::a9fe:a9fe", "169.254.169.254"),  # IPv4-compatible metadata service
+    ("64:ff9b::a00:5", "10.0.0.5"),  # NAT64 of a private address
+    ("64:ff9b::7f00:1", "127.0.0.1"),
+    ("2002:c0a8:1::1", "192.168.0.1"),  # 6to4 of a private address
+    ("2002:a9fe:a9fe::1", "169.254.169.254"),
+    ("168.63.129.16", "168.63.129.16"),  # Azure's platform endpoint
+])
+async def test_ipv6_forms_of_refused_ipv4_addresses_are_refused(answer, carried):
+    """Issue 28, item 12 (section 13.2): an IPv6 address that carries an IPv4 one (compatible, NAT64, 6to4)
+    reaches that IPv4 address, so it is checked as that address; the error names it."""
+    guard = UrlGuard(resolve=Resolver([answer]))
+    with pytest.raises(UnsafeUrl, match=re.escape(carried)):
+        await guard.check("https://embedded.example.com/hook")
+    with pytest.raises(UnsafeUrl):
+        await UrlGuard().check(f"https://[{answer}]/hook" if ":" in answer else f"https://{answer}/hook")
+
+
+@pytest.mark.parametrize("answer", ["64:ff9b::5db8:d822", "2002:5db8:d822::1"])
+async def test_ipv6_forms_of_public_ipv4_addresses_are_accepted(answer):
+    """NAT64 (DNS64 on an IPv6-only network) and 6to4 forms of a public address (93.184.216.34) stay usable,
+    and an allowlist entry for the carried IPv4 network admits its NAT64 form."""
+    assert (await UrlGuard(resolve=Resolver([answer])).check("https://nat64.example.com/hook")).address == answer
+    allowed = UrlGuard(parse_allow(["10.0.0.0/8"]), resolve=Resolver(["64:ff9b::a00:5"]))
+    assert (await allowed.check("https://inside.example.com/hook")).address == "64:ff9b::a00:5"
 
 
 async def test_public_answers_are_accepted_and_allowlist_is_exact():

@@ -7,8 +7,10 @@ network. :class:`UrlGuard` checks a URL twice, when it is registered and again a
 * only `http` and `https`, a host, no user name or password in the URL;
 * the host is resolved, and *every* address it resolves to must be public: loopback, private
   (RFC 1918, unique-local), link-local (169.254/16 holds the cloud metadata services), carrier-grade
-  NAT, multicast, reserved, unspecified and IPv4-mapped forms of those are refused, unless an
-  allowlist entry (`[push] allow`, `parley serve --push-allow CIDR`) contains the address;
+  NAT, multicast, reserved, unspecified and the Azure platform address 168.63.129.16 are refused, and so
+  is an IPv6 address that carries one of those in IPv4 form (IPv4-mapped `::ffff:a.b.c.d`, IPv4-compatible
+  `::a.b.c.d`, NAT64 `64:ff9b::/96`, 6to4 `2002::/16`: the embedded address is decoded and checked), unless
+  an allowlist entry (`[push] allow`, `parley serve --push-allow CIDR`) contains the address;
 * the connection then goes to the address that was checked (:class:`Target`), with the original
   host name in `Host` and in TLS SNI and certificate checks, so DNS cannot change its answer between
   the check and the connection (no rebinding window).
@@ -34,7 +36,10 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 _ALWAYS_REFUSED = [ipaddress.ip_network(n) for n in (
     "0.0.0.0/8", "100.64.0.0/10", "169.254.0.0/16", "192.0.0.0/24", "198.18.0.0/15", "224.0.0.0/4",
     "240.0.0.0/4", "::/128", "::1/128", "fe80::/10", "fc00::/7", "ff00::/8", "64:ff9b:1::/48",
+    "168.63.129.16/32",  # Azure's platform endpoint (DHCP, DNS, the VM agent): public, but never a webhook
 )]
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")  # the well-known prefix: the last 32 bits are an IPv4 address
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated ::a.b.c.d
 METADATA_HOSTS = frozenset({"metadata.google.internal", "metadata", "instance-data"})
 
 
@@ -115,9 +120,11 @@ class UrlGuard:
         """Raise UnsafeUrl unless `address` is public or allowlisted."""
         if any(address in net for net in self.allow):
             return
-        mapped = getattr(address, "ipv4_mapped", None)
-        if mapped is not None:
-            address = mapped
+        embedded = embedded_ipv4(address)
+        if embedded is not None:
+            if any(embedded in net for net in self.allow):
+                return
+            address = embedded
         if not address.is_global or any(address in net for net in _ALWAYS_REFUSED if net.version == address.version):
             raise UnsafeUrl(f"Invalid params: webhook host {host!r} resolves to {address}, a "
                             f"{_kind(address)} address; allow it with [push] allow or --push-allow")
@@ -133,6 +140,21 @@ class UrlGuard:
             if address not in out:
                 out.append(address)
         return out
+
+
+def embedded_ipv4(address: Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address carries (mapped, compatible, NAT64, 6to4), which is where a connection
+    to it ends up; None for other addresses."""
+    if address.version != 6:
+        return None
+    assert isinstance(address, ipaddress.IPv6Address)
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address in _NAT64 or (address in _IPV4_COMPATIBLE and int(address) > 1):  # `::` and `::1` are themselves
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
 
 
 async def _system_resolve(host: str, port: int) -> list[str]:
