@@ -25,6 +25,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from parley.private_files import prepare_private_file
+
 PREFIX = "pk_"
 ADMIN = "admin"  # the scope of keys that manage keys (and open every agent)
 DEFAULT_SCOPES = frozenset({"a2a"})
@@ -225,7 +227,7 @@ class SqliteKeyStore(KeyStore):
 
     def __init__(self, path: str | Path, pepper: bytes | None = None) -> None:
         self.path = str(path)
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        prepare_private_file(self.path)
         super().__init__(pepper or load_pepper(self.path))
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA busy_timeout=5000")

@@ -33,6 +33,7 @@ from typing import Any
 
 import msgspec
 
+from parley.private_files import prepare_private_file
 from parley.protocol import models as m
 from parley.tasks.entry_codec import decode_entries, encode_entries, encode_stored
 from parley.tasks.log import Entry, fold
@@ -293,7 +294,7 @@ class SqliteTaskStore(TaskStore):
         self._loop: asyncio.AbstractEventLoop | None = None  # the writer's: where the checkpointer resumes it
         self._gate = threading.Lock()  # the checkpointer's (WalCheckpointer.gate) once it runs
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            prepare_private_file(self.path)  # secrets live in it: 0600, in a 0700 directory made here
             self._lock = ProcessLock.acquire(self.path)
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
