@@ -68,6 +68,17 @@ class Backends:
             return PostgresBus(self.postgres, namespace=self.settings.namespace)
         return LocalBus()
 
+    @staticmethod
+    def link(store: TaskStore, bus: EventBus) -> None:
+        """A PostgreSQL store and a PostgreSQL bus on the same server: the store sends each commit's bus
+        notification inside the commit's own statement (one transaction instead of two; issue 25)."""
+        from parley.tasks.pg_bus import PostgresBus
+        from parley.tasks.postgres_store import PostgresTaskStore
+
+        if isinstance(store, PostgresTaskStore) and isinstance(bus, PostgresBus) and store.postgres is bus.postgres:
+            store.notice = bus.notice
+            bus.published_in_commit = True
+
     def keys(self) -> KeyStore:
         """The API key store beside the tasks."""
         from parley.security.keys import open_keys

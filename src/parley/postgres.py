@@ -22,6 +22,14 @@ SCHEMES = ("postgresql://", "postgres://")
 _MIGRATION_LOCK = 0x70617231  # pg_advisory_xact_lock key of Parley's migrations ("par1")
 
 
+async def _keep_session(conn: object) -> None:
+    """The pool's reset of a released connection: nothing to undo. asyncpg still rolls back an open transaction
+    and drops listeners first; its default reset (`pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL`)
+    was one more PostgreSQL transaction per acquire, up to five per send (issue 25). Parley leaves no session
+    state on pooled connections: its advisory locks are transaction-scoped, LISTEN has a connection of its
+    own (tasks.pg_bus), no cursor outlives its transaction and nothing is SET for a session."""
+
+
 class PostgresError(StoreError):
     """PostgreSQL cannot be used (unreachable, refused, a newer schema): one readable line."""
 
@@ -76,7 +84,7 @@ class Postgres:
                 asyncpg = _asyncpg()
                 try:
                     self._pool = await asyncpg.create_pool(self.url, min_size=self.min_size, max_size=self.max_size,
-                                                           command_timeout=60)
+                                                           command_timeout=60, reset=_keep_session)
                 except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                     reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
                     raise PostgresError(f"cannot connect to PostgreSQL at {redact(self.url)}: {reason}") from None

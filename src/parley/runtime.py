@@ -78,6 +78,7 @@ class Runtime:
         self.backends = Backends(self.settings)
         self.store = store or self.backends.store()
         self.bus = bus or self.backends.bus()
+        self.backends.link(self.store, self.bus)
         self.cards = Cards(agents, self.settings)
         # Delegations to this server's own agents run in process, through the pipeline built below.
         self.local = LocalAgents(lambda: self.pipeline, agents, self.default_agent, self.cards, self._base_urls)

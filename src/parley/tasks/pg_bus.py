@@ -2,8 +2,11 @@
 (needs parley-a2a[postgres]: asyncpg).
 
 Every bus LISTENs on two channels with one dedicated connection (not from the pool):
-`{namespace}_events` and `{namespace}_cancel`. :meth:`PostgresBus.publish` sends
-`pg_notify('{namespace}_events', '{"t": task_id, "e": [entries]}')` through the shared pool;
+`{namespace}_events` and `{namespace}_cancel`. A commit's entries are announced as
+`pg_notify('{namespace}_events', '{"t": task_id, "e": [entries]}')`: by the PostgreSQL task store inside
+the commit's own statement when both are PostgreSQL's (:meth:`parley.backends.Backends.link`: one
+transaction, not two, and the notification goes out exactly when the entries are committed), else by
+:meth:`PostgresBus.publish` through the shared pool;
 a batch too big for a notification (PostgreSQL allows 8000 bytes) is announced as
 `{"t": task_id, "s": last_seq}` and the subscribers of the task get None (re-read the store).
 Every process receives every notification and hands it to its own subscriptions of that task;
@@ -81,6 +84,7 @@ class PostgresBus(FanoutBus):
         self._lost: asyncio.Event | None = None
         self._watch: asyncio.Task[None] | None = None
         self._closed = False
+        self.published_in_commit = False  # Backends.link: the PostgreSQL store sends each commit's notification
 
     # --- lifecycle ------------------------------------------------------------------------------------------------
 
@@ -145,14 +149,19 @@ class PostgresBus(FanoutBus):
         self._require()
         return self._fanout.subscribe(task_id)  # `after` is not needed: see the module's docstring
 
+    def notice(self, task_id: str, entries: Sequence[Entry]) -> tuple[str, str]:
+        """(channel, payload) of the notification of `entries`: the entries themselves, or, too big for a
+        notification, the last sequence number (the subscribers read the store)."""
+        payload = b'{"t":' + _enc.encode(task_id) + b',"e":' + encode_entries(list(entries)) + b"}"
+        if len(payload) >= MAX_PAYLOAD:
+            payload = _enc.encode({"t": task_id, "s": entries[-1].seq})
+        return self.events_channel, payload.decode()
+
     async def publish(self, task_id: str, entries: Sequence[Entry]) -> None:
-        if not entries:
+        if not entries or self.published_in_commit:  # the store sent it in the commit's transaction
             return
         pool = self._require()
-        payload = b'{"t":' + _enc.encode(task_id) + b',"e":' + encode_entries(list(entries)) + b"}"
-        if len(payload) >= MAX_PAYLOAD:  # too big for a notification: the subscribers read the store
-            payload = _enc.encode({"t": task_id, "s": entries[-1].seq})
-        await pool.execute("SELECT pg_notify($1, $2)", self.events_channel, payload.decode())
+        await pool.execute("SELECT pg_notify($1, $2)", *self.notice(task_id, entries))
 
     async def request_cancel(self, task_id: str, metadata: dict[str, Any]) -> None:
         pool = self._require()

@@ -24,6 +24,8 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -249,6 +251,9 @@ def _busy(busy: set[tuple[str, str]]) -> tuple[list[str], list[str]]:
     return [t for t, _ in busy], [c for _, c in busy]
 
 
+NOTIFYING_KEPT = 10_000  # tasks remembered as having a webhook (PostgresTaskStore.may_notify)
+
+
 class PostgresTaskStore(PostgresTables, TaskStore):
     """Tasks, logs, idempotency keys, checkpoints, links, leases and push state in PostgreSQL.
 
@@ -271,6 +276,10 @@ class PostgresTaskStore(PostgresTables, TaskStore):
         # replica of a release before tasks schema 4 reads snapshots as whole; see _SCHEMA_4.
         self.lagging_snapshots = lagging_snapshots
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"  # claims push notifications
+        # Set by Backends.link when the bus is PostgreSQL's: (channel, payload) of a commit's notification, sent
+        # with pg_notify inside the commit's own transaction (delivered at COMMIT, lost with a rollback).
+        self.notice: Callable[[str, list[Entry]], tuple[str, str]] | None = None
+        self._notifying: OrderedDict[str, None] = OrderedDict()  # tasks this process saw a push config for
 
     component, steps = "tasks", MIGRATIONS
 
@@ -287,6 +296,7 @@ class PostgresTaskStore(PostgresTables, TaskStore):
         payloads = [encode_event(e) for e in c.entries]
         checkpoint = _enc.encode(c.checkpoint) if c.checkpoint is not None else None
         state, status_ts = t.status.state.value, t.status.timestamp
+        notice = self.notice(c.task_id, c.entries) if self.notice is not None and c.entries else None
         async with self.pool.acquire() as conn, conn.transaction():
             if c.message is not None:
                 k = c.message
@@ -309,6 +319,9 @@ class PostgresTaskStore(PostgresTables, TaskStore):
                     c.updated_at, r.parent_task_id, *lease, seqs, kinds, payloads)
                 if written is None:
                     raise SequenceConflict(c.task_id, 0, await self._seq(conn, c.task_id))
+                if notice is not None:
+                    await conn.execute("SELECT pg_notify($1, $2)", *notice)
+                has_push = bool(c.push_configs)
             else:
                 args: list[Any] = [c.task_id, c.expected_seq, c.last_seq, c.updated_at]
                 if snapshot is None:  # artifact updates only: state and snapshot stay, readers fold the log since
@@ -323,12 +336,20 @@ class PostgresTaskStore(PostgresTables, TaskStore):
                     sets.append("lease_holder=NULL, lease_expires=NULL")
                 args += [seqs, kinds, payloads]
                 k = len(args)
-                updated = await conn.fetchval(
+                notify = ""
+                if notice is not None:  # in the same statement: no round trip of its own
+                    args += notice
+                    notify = f", pg_notify(${k + 1}, ${k + 2})"
+                # One statement: the compare-and-set, the entries, whether the task has a webhook (then the push
+                # dispatcher is woken: may_notify) and the bus's notification.
+                row = await conn.fetchrow(
                     f"WITH t AS (UPDATE tasks SET seq=$3, updated_at=$4, {', '.join(sets)} "
                     "WHERE id=$1 AND seq=$2 RETURNING id), "
                     "e AS (INSERT INTO events SELECT t.id, e.seq, e.kind, e.payload FROM t, "
                     f"unnest(${k - 2}::int[], ${k - 1}::text[], ${k}::bytea[]) AS e(seq, kind, payload)) "
-                    "SELECT count(*) FROM t", *args)
+                    f"SELECT (SELECT count(*) FROM t), EXISTS (SELECT 1 FROM push_configs WHERE task_id=$1){notify}",
+                    *args)
+                updated, has_push = row[0], row[1]
                 if updated != 1:
                     raise SequenceConflict(c.task_id, c.expected_seq, await self._seq(conn, c.task_id))
             if checkpoint is not None:
@@ -340,6 +361,23 @@ class PostgresTaskStore(PostgresTables, TaskStore):
                 await conn.executemany(
                     "INSERT INTO task_links VALUES ($1,$2,$3,$4,$5) ON CONFLICT DO NOTHING",
                     [(k.parent_task_id, k.child_url, k.child_task_id, k.agent, k.created_at) for k in c.links])
+        self._saw_push(c.task_id, has_push)
+
+    def _saw_push(self, task_id: str, has_push: bool) -> None:
+        """Remember (a bounded number of) the tasks with a webhook, as the last commit to each found them."""
+        if has_push:
+            self._notifying[task_id] = None
+            self._notifying.move_to_end(task_id)
+            while len(self._notifying) > NOTIFYING_KEPT:
+                self._notifying.popitem(last=False)
+        else:
+            self._notifying.pop(task_id, None)
+
+    def may_notify(self, task_id: str) -> bool:
+        """Whether the last commit to `task_id` here found a push config for it (read in the commit's own
+        statement): the push dispatcher is woken only for those. A config another replica adds is seen by the
+        next commit, or by the dispatcher's polling."""
+        return task_id in self._notifying
 
     @staticmethod
     async def _seq(conn: Any, task_id: str) -> int | None:
@@ -505,6 +543,7 @@ class PostgresTaskStore(PostgresTables, TaskStore):
         stored = config if isinstance(config, StoredPushConfig) else StoredPushConfig(config)
         async with self.pool.acquire() as conn:
             await self._put_push(conn, [stored])
+        self._saw_push(stored.config.task_id, True)
 
     async def get_push_config(self, task_id: str, config_id: str) -> m.TaskPushNotificationConfig | None:
         raw = await self.pool.fetchval("SELECT config FROM push_configs WHERE task_id=$1 AND id=$2", task_id, config_id)
