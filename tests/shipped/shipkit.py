@@ -117,7 +117,11 @@ def build(workdir: Path) -> Dist:
     wheels, sdists = sorted((workdir / "dist").glob("*.whl")), sorted((workdir / "dist").glob("*.tar.gz"))
     assert len(wheels) == 1 and len(sdists) == 1, f"the build made {wheels + sdists}"
     digest = hashlib.sha256(wheels[0].read_bytes()).hexdigest()[:16]
-    cache = CACHE / f"{digest}-py{sys.version_info.major}.{sys.version_info.minor}"
+    python = subprocess.run(["python3", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], env=clean_env(),
+                            capture_output=True, text=True, check=True).stdout.strip()  # what VENV will run
+    cache = CACHE / f"{digest}-py{python}"
+    _in_use(cache)
+    _prune(keep=cache)
     dist = cache / "dist"
     dist.mkdir(parents=True, exist_ok=True)
     for made in (wheels[0], sdists[0]):
@@ -204,6 +208,35 @@ def install(name: str, dist: Dist) -> Install:
         done.write_text(recipe)
         (project / "install-seconds").write_text(f"{time.monotonic() - started:.1f}\n")
     return Install(name, project, dist.dir)
+
+
+KEEP = 3  # cached builds kept: the newest ones (an edit to src/parley makes a new wheel, hence a new build)
+_HELD: list[object] = []  # the open `.use` files of this process (their shared locks last until it exits)
+
+
+def _in_use(cache: Path) -> None:
+    """Mark `cache` used now, and hold a shared lock on it for the rest of this process: no other session
+    prunes it meanwhile."""
+    cache.mkdir(parents=True, exist_ok=True)
+    os.utime(cache)
+    handle = (cache.parent / f"{cache.name}.use").open("a")
+    fcntl.flock(handle, fcntl.LOCK_SH)
+    _HELD.append(handle)
+
+
+def _prune(keep: Path) -> None:
+    """Remove cached builds beyond the KEEP most recently used (each is ~800 MB of environments), skipping any
+    that another session is using."""
+    builds = sorted((d for d in CACHE.iterdir() if d.is_dir() and d != keep), key=lambda d: d.stat().st_mtime,
+                    reverse=True)
+    for old in builds[KEEP - 1:]:
+        with (CACHE / f"{old.name}.use").open("a") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # in use by a running session
+            shutil.rmtree(old, ignore_errors=True)
+            (CACHE / f"{old.name}.use").unlink(missing_ok=True)
 
 
 @contextmanager
