@@ -60,9 +60,6 @@ keywords = ["broken"]
 """
 
 
-__all__ = ["ADMIN_KEY", "CHROMIUM", "CHROMIUM_ARGS", "browser", "chromium_or_skip", "login", "serving", "write_config"]
-
-
 def write_config(directory: Path) -> Path:
     path = directory / "parley.toml"
     path.write_text(CONFIG.format(db=directory / "dashboard.db"))
@@ -99,3 +96,6 @@ def serving(name: str, config: Path, **env: str) -> Iterator[object]:
 def login(page, base: str, credential: str = ADMIN_KEY) -> None:
     """Log in through the login form, as a person would (the admin key by default)."""
     dashboard_login(page, base, credential)
+
+
+__all__ = ["ADMIN_KEY", "CHROMIUM", "CHROMIUM_ARGS", "browser", "chromium_or_skip", "login", "serving", "write_config"]
