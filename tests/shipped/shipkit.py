@@ -81,6 +81,8 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def _expand(command: str, dist: Path) -> str:
+    """A documented command with its placeholders filled in; `python -m build` is the dev venv's (the dev extra
+    pins build), as a user runs the `python` they installed build into."""
     out = command.replace("/path/to/parley", str(REPO))  # inside the documented quotes: a path without spaces
     out = out.replace("/path/to/dist", str(dist))
     if out.startswith("python -m build "):
@@ -93,8 +95,8 @@ def _run(command: str, cwd: Path, dist: Path, log: Path) -> None:
     with log.open("a") as out:
         out.write(f"$ {line}\n")
         out.flush()
-        done = subprocess.run(["bash", "-c", line], check=False, cwd=cwd, env=clean_env(), stdout=out, stderr=subprocess.STDOUT,
-                              timeout=INSTALL_TIMEOUT)
+        done = subprocess.run(["bash", "-c", line], check=False, cwd=cwd, env=clean_env(), stdout=out,
+                              stderr=subprocess.STDOUT, timeout=INSTALL_TIMEOUT)
     if done.returncode != 0:
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
         pytest.fail(f"`{command}` exited {done.returncode} (in {cwd}):\n{tail}", pytrace=False)
