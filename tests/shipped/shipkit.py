@@ -151,8 +151,8 @@ class Install:
     def parley(self, *args: str, cwd: Path, input: str | None = None, env: dict[str, str] | None = None,
                timeout: float = WAIT) -> subprocess.CompletedProcess[str]:
         """Run this install's `parley` command and wait for it."""
-        return subprocess.run([str(self.bin / "parley"), *args], check=False, cwd=cwd, env=clean_env(**(env or {})), text=True,
-                              input=input, capture_output=True, timeout=timeout)
+        return subprocess.run([str(self.bin / "parley"), *args], check=False, cwd=cwd, env=clean_env(**(env or {})),
+                              text=True, input=input, capture_output=True, timeout=timeout)
 
     def run_python(self, code: str, *, cwd: Path, timeout: float = WAIT) -> subprocess.CompletedProcess[str]:
         """Run `code` in a fresh interpreter of this install (`python -c`)."""

@@ -50,7 +50,8 @@ def test_serve_then_card_send_stream_and_chat(bare: Install, workdir: Path) -> N
         assert sent.returncode == 0 and "hello there" in sent.stdout, sent.stdout + sent.stderr
 
         streamed = bare.parley("send", "--stream", url, "stream this back to me", cwd=workdir)
-        assert streamed.returncode == 0 and "stream this back to me" in streamed.stdout, streamed.stdout + streamed.stderr
+        said = streamed.stdout + streamed.stderr
+        assert streamed.returncode == 0 and "stream this back to me" in streamed.stdout, said
 
         chat = bare.parley("chat", f"{url}/a2a/interviewer", input="I learn A2A\nagents talk\n", cwd=workdir)
         said = chat.stdout + chat.stderr
