@@ -21,6 +21,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+sys.path.insert(0, str(ROOT / "tests"))  # dashboard_kit imports tests/support.py
 
 from dashboard_kit import ADMIN_KEY, CHROMIUM, CHROMIUM_ARGS, write_config
 

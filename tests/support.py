@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import ModuleType
 from typing import NoReturn
 
@@ -86,6 +89,18 @@ def wait_until_ready(proc: subprocess.Popen, base_url: str, timeout: float = 30,
         time.sleep(0.05)
 
 
+def stop_process(proc: subprocess.Popen, timeout: float = 30) -> int:
+    """Stop a server process as an operator would (SIGTERM, a graceful stop), SIGKILL it if it has not exited
+    within `timeout`; its exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return proc.wait(timeout)
+
+
 def rpc(url: str, method: str, params: dict | None = None, *, version: str | None = None, rid: int | str = 1,
         timeout: float = 30) -> httpx.Response:
     """POST one JSON-RPC request (sync helper for tests)."""
@@ -144,5 +159,35 @@ def needs(module: str, extra: str) -> pytest.MarkDecorator:
     return pytest.mark.needs_extra(module, extra)
 
 
-__all__ = ["LiveServer", "available", "free_port", "in_ci", "missing_extra", "needs", "require", "rpc", "running",
-           "wait_until_ready"]
+# --- the dashboard in a browser -----------------------------------------------------------------------------------
+#
+# Debian's chromium (`/usr/bin/chromium`, installed by .ci/run) under Playwright, never a downloaded browser. Without
+# it the browser tests are skipped, except under CI=true, where its absence is a failure.
+
+CHROMIUM = os.environ.get("PARLEY_CHROMIUM", "/usr/bin/chromium")
+# The flags a root, offline, headless Chromium needs here (no sandbox as root; no background fetches that the
+# closed network refuses).
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run", "--disable-quic"]
+
+
+def chromium_or_skip() -> str:
+    """The chromium binary; a skip (a failure under CI=true) when it is not installed."""
+    __tracebackhide__ = True
+    if shutil.which(CHROMIUM) or Path(CHROMIUM).exists():
+        return CHROMIUM
+    if in_ci():
+        pytest.fail(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium for the dashboard tests")
+    pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
+
+
+def dashboard_login(page, base: str, credential: str) -> None:
+    """Log in to the dashboard at `base` through its login form, as a person would (a Playwright page)."""
+    page.goto(f"{base}/ui/login")
+    page.get_by_label("Admin API key or bearer token").fill(credential)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{base}/")
+
+
+__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "LiveServer", "available", "chromium_or_skip", "dashboard_login", "free_port",
+           "in_ci", "missing_extra", "needs", "require", "rpc", "running", "stop_process", "wait_until_ready"]

@@ -8,18 +8,13 @@ it the browser tests are skipped, except under CI=true, where its absence is a f
 from __future__ import annotations
 
 import contextlib
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-CHROMIUM = os.environ.get("PARLEY_CHROMIUM", "/usr/bin/chromium")
-# The flags a root, offline, headless Chromium needs here (no sandbox as root; no background fetches that the
-# closed network refuses).
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-quic"]
+from support import CHROMIUM, CHROMIUM_ARGS, chromium_or_skip, dashboard_login
+
 ADMIN_KEY = "adm_dashboard-test-key-0123456789"
 
 CONFIG = """
@@ -65,15 +60,6 @@ keywords = ["broken"]
 """
 
 
-def chromium_or_skip() -> str:
-    """The chromium binary; a skip (a failure under CI=true) when it is not installed."""
-    if shutil.which(CHROMIUM) or Path(CHROMIUM).exists():
-        return CHROMIUM
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium for the dashboard tests")
-    pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
-
-
 def write_config(directory: Path) -> Path:
     path = directory / "parley.toml"
     path.write_text(CONFIG.format(db=directory / "dashboard.db"))
@@ -108,8 +94,8 @@ def serving(name: str, config: Path, **env: str) -> Iterator[object]:
 
 
 def login(page, base: str, credential: str = ADMIN_KEY) -> None:
-    """Log in through the login form, as a person would."""
-    page.goto(f"{base}/ui/login")
-    page.get_by_label("Admin API key or bearer token").fill(credential)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url(f"{base}/")
+    """Log in through the login form, as a person would (the admin key by default)."""
+    dashboard_login(page, base, credential)
+
+
+__all__ = ["ADMIN_KEY", "CHROMIUM", "CHROMIUM_ARGS", "browser", "chromium_or_skip", "login", "serving", "write_config"]
