@@ -310,17 +310,17 @@ class PostgresTaskStore(PostgresTables, TaskStore):
             if c.record is not None:
                 r = c.record
                 lease = (c.lease.holder, c.lease.expires_at) if c.lease is not None else (None, None)
+                notify = ", pg_notify($17, $18)" if notice is not None else ""
                 written = await conn.fetchval(
                     "WITH t AS (INSERT INTO tasks VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,NULL) "
-                    "ON CONFLICT DO NOTHING RETURNING id) "
-                    "INSERT INTO events SELECT t.id, e.seq, e.kind, e.payload FROM t, "
-                    "unnest($14::int[], $15::text[], $16::bytea[]) AS e(seq, kind, payload) RETURNING 1",
+                    "ON CONFLICT DO NOTHING RETURNING id), "
+                    "e AS (INSERT INTO events SELECT t.id, e.seq, e.kind, e.payload FROM t, "
+                    "unnest($14::int[], $15::text[], $16::bytea[]) AS e(seq, kind, payload) RETURNING 1) "
+                    f"SELECT (SELECT count(*) FROM e){notify}",
                     t.id, r.agent_id, r.owner, t.context_id, state, status_ts, snapshot, c.last_seq, r.created_at,
-                    c.updated_at, r.parent_task_id, *lease, seqs, kinds, payloads)
-                if written is None:
+                    c.updated_at, r.parent_task_id, *lease, seqs, kinds, payloads, *(notice or ()))
+                if not written:
                     raise SequenceConflict(c.task_id, 0, await self._seq(conn, c.task_id))
-                if notice is not None:
-                    await conn.execute("SELECT pg_notify($1, $2)", *notice)
                 has_push = bool(c.push_configs)
             else:
                 args: list[Any] = [c.task_id, c.expected_seq, c.last_seq, c.updated_at]
