@@ -2,7 +2,8 @@
 
 Used by the service for the push-config methods of both versions and for the inline config of a send
 (A2A 1.0 sections 3.1.7-3.1.10 and 4.3.1): the URL is checked against SSRF rules (an unsafe URL is
--32602 at once, not a silent failure later), the config gets an id when it has none, its secrets are
+-32602 at once, not a silent failure later; a name that does not resolve now is accepted and checked at
+every delivery), the config gets an id when it has none, its secrets are
 sealed, and it records the protocol version its client spoke, which decides the notifications'
 format. Answers never carry the secrets (:func:`parley.push.secrets.redact`).
 """
@@ -37,7 +38,7 @@ class PushConfigs:
 
     async def prepare(self, config: m.TaskPushNotificationConfig, version: str, agent_id: str = "") -> StoredPushConfig:
         """Check a config a client sent and make it storable (InvalidParamsError names what is wrong)."""
-        await self.guard.check(config.url)
+        await self.guard.check_registration(config.url)  # a name that does not resolve now: checked at delivery
         auth = config.authentication
         if auth is not None and not auth.scheme.strip():
             raise InvalidParamsError("Invalid params: `authentication.scheme` must not be empty")
