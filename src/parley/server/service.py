@@ -130,7 +130,12 @@ class A2AService:
             sub = await e.submit(ctx.agent_id, ctx.owner, req, await self._inline_push(ctx, req))
             conf = req.configuration
             if conf is not None and conf.return_immediately:
-                task = sub.record.task
+                # A2A 1.0.1 section 3.2.2: "MUST return immediately after creating the task ... The returned
+                # task will have an in-progress state": the task as it was when it was created (submitted) or
+                # continued (working), never what a fast agent made of it since (a one-pass creation commits
+                # the agent's first outputs with the task, and the record keeps changing while it runs).
+                task = sub.first.event
+                assert isinstance(task, m.Task)
             else:
                 task = await e.wait_settled(sub)
                 reply = reply_of(task.status)
