@@ -82,10 +82,13 @@ ChildCanceler = Callable[[TaskLink, str], Awaitable[None]]  # (link, owner of th
 
 
 def _for_task(push: StoredPushConfig | None, task_id: str) -> list[StoredPushConfig]:
-    """The push config a send registers, bound to its task."""
+    """The push config a send registers, bound to its task (an A2A 0.3 config without an id takes the task's id:
+    parley.push.configs.default_id)."""
     if push is None:
         return []
     push.config.task_id = task_id
+    if not push.config.id:
+        push.config.id = task_id
     return [push]
 
 
