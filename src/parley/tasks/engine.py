@@ -81,15 +81,18 @@ Listener = Callable[[TaskRecord, list[Entry]], None]
 ChildCanceler = Callable[[TaskLink, str], Awaitable[None]]  # (link, owner of the parent task)
 
 
-def _for_task(push: StoredPushConfig | None, task_id: str) -> list[StoredPushConfig]:
+def bind_push(push: StoredPushConfig, task_id: str) -> StoredPushConfig:
     """The push config a send registers, bound to its task (an A2A 0.3 config without an id takes the task's id:
     parley.push.configs.default_id)."""
-    if push is None:
-        return []
     push.config.task_id = task_id
     if not push.config.id:
         push.config.id = task_id
-    return [push]
+    return push
+
+
+def _for_task(push: StoredPushConfig | None, task_id: str) -> list[StoredPushConfig]:
+    """The push configs to store with the commit that creates or continues `task_id`."""
+    return [] if push is None else [bind_push(push, task_id)]
 
 
 def process_id() -> str:
