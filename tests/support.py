@@ -30,6 +30,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def closed_by_peer(sock: socket.socket) -> bool:
+    """Whether the server has closed this connection (without blocking): EOF or a reset."""
+    sock.setblocking(False)
+    try:
+        return sock.recv(65536) == b""
+    except BlockingIOError:
+        return False
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    finally:
+        sock.setblocking(True)
+
+
 class LiveServer:
     """A uvicorn server running a Parley app in a background thread."""
 
@@ -144,5 +157,5 @@ def needs(module: str, extra: str) -> pytest.MarkDecorator:
     return pytest.mark.needs_extra(module, extra)
 
 
-__all__ = ["LiveServer", "available", "free_port", "in_ci", "missing_extra", "needs", "require", "rpc", "running",
+__all__ = ["LiveServer", "available", "closed_by_peer", "free_port", "in_ci", "missing_extra", "needs", "require", "rpc", "running",
            "wait_until_ready"]
