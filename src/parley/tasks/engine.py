@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from parley.agents.base import Agent, AgentError, AgentOutput, InternalEvent, Reply, RunContext, new_id
+from parley.log_throttle import Throttled
 from parley.protocol import models as m
 from parley.protocol.errors import (
     InvalidParamsError,
@@ -73,6 +74,7 @@ CHECKPOINT = "internal:checkpoint"
 DELEGATION = "internal:delegation"  # {url, agent, taskId, contextId}: a child task, kept as a link for traces
 CONTEXT_TASKS = 50  # earlier tasks of a context handed to a new task's agent, newest kept
 LEASE_SECONDS = 30.0
+PUBLISH_WARNING_SECONDS = 10.0  # at most one "publishing failed" line this often (with a count of the others)
 PACE_SECONDS = 0.002  # an agent that never awaits gets the loop back to the others this often
 CHECKPOINT_MARK = "parley.checkpoint"  # stored checkpoints: {mark: 2, "agent": state, "seq": n, "text": {...}}
 
@@ -213,6 +215,7 @@ class TaskEngine:
         self.observers: list[Observer] = observers or []
         self.listeners: list[Listener] = []  # told of every appended batch (telemetry, metrics)
         self.committed: list[Listener] = []  # told of every batch once it is committed (the push dispatcher)
+        self._publish_warnings = Throttled(log, PUBLISH_WARNING_SECONDS)  # a bus down fails every commit's publish
         self.runs: dict[str, Run] = {}
         self._creating: dict[MessageKey, Run] = {}  # one-pass tasks whose creation is not committed yet
         self._flushes: set[asyncio.Task] = set()
@@ -354,8 +357,13 @@ class TaskEngine:
                 try:
                     await self.bus.publish(rec.task.id, batch)
                 except Exception as exc:  # noqa: BLE001 - committed all the same: followers read the store
-                    log.warning("publishing task %s's events on the bus failed (%s); followers read them from "
-                                "the store", rec.task.id, exc)
+                    # Once per PUBLISH_WARNING_SECONDS (a bus that is down fails every commit's publish).
+                    self._publish_warnings.warning(
+                        "publishing task %s's events on the bus failed (%s); followers read them from the store",
+                        rec.task.id, exc)
+                else:
+                    if self._publish_warnings.failing:
+                        self._publish_warnings.recovered("publishing on the bus works again")
 
     def _not_created(self, run: Run, cause: Exception) -> NotCreated:
         """A one-pass task whose creation was refused or failed: it does not exist, so its run stops without
