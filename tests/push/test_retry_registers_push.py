@@ -59,3 +59,21 @@ def test_retry_without_a_config_changes_nothing(server, hooks):
     assert again["id"] == first["id"]
     listed = server.rpc("interviewer", "ListTaskPushNotificationConfigs", {"taskId": first["id"]})["configs"]
     assert [c["id"] for c in listed] == ["kept"]
+
+
+def test_the_same_retry_twice_registers_its_webhook_once(server, hooks):
+    """A config without an id, sent with every retry of one message: one config for the task (a second would
+    have the webhook told of every change twice), and each change reaches the webhook once."""
+    mid = uid("m-")
+    path = hooks.path("twice")
+    push = {"url": hooks.url(path)}
+    first = _send_10(server, mid, "I want to learn Rust", None)
+    for _ in range(3):
+        assert _send_10(server, mid, "I want to learn Rust", push)["id"] == first["id"]
+    listed = server.rpc("interviewer", "ListTaskPushNotificationConfigs", {"taskId": first["id"]})["configs"]
+    assert len(listed) == 1 and listed[0]["url"] == push["url"], listed
+    server.send("interviewer", "because it is fast", task_id=first["id"])
+    log = server.wait_settled_log("interviewer", first["id"])
+    assert {n["state"] for n in log["notifications"]} == {"delivered"}, log
+    got = hooks.wait_for(path, len(log["notifications"]))
+    assert len({r.event_id for r in got}) == len(got), "a change reached the webhook twice"

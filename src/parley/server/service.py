@@ -217,8 +217,17 @@ class A2AService:
         push = await self._inline_push(ctx, req)
         sub = await self.engine.submit(ctx.agent_id, ctx.owner, req, push)
         if sub.duplicate and push is not None:
-            bound = bind_push(push, sub.record.task.id)
-            await self._check_room(bound.config.task_id, bound.config.id)
+            task_id = sub.record.task.id
+            sent = req.configuration.task_push_notification_config if req.configuration else None
+            if sent is not None and not sent.id:
+                # A config without an id, retried: the same webhook again replaces its config (its token, say)
+                # rather than adding one more, which would have it told of every change twice.
+                for existing in await self.engine.store.list_push_configs(task_id):
+                    if existing.url == push.config.url:
+                        push.config.id = existing.id
+                        break
+            bound = bind_push(push, task_id)
+            await self._check_room(task_id, bound.config.id)
             await self.engine.store.put_push_config(bound)
         return sub
 
