@@ -33,6 +33,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def closed_by_peer(sock: socket.socket) -> bool:
+    """Whether the server has closed this connection (without blocking): EOF or a reset."""
+    sock.setblocking(False)
+    try:
+        return sock.recv(65536) == b""
+    except BlockingIOError:
+        return False
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    finally:
+        sock.setblocking(True)
+
+
 class LiveServer:
     """A uvicorn server running a Parley app in a background thread."""
 
@@ -99,6 +112,53 @@ def stop_process(proc: subprocess.Popen, timeout: float = 30) -> int:
         except subprocess.TimeoutExpired:
             proc.kill()
     return proc.wait(timeout)
+
+
+class PrivateRedis:
+    """A redis-server of the test's own on a free port of 127.0.0.1 (no persistence), which the test may stop
+    (the bus goes down for whoever uses it) and start again on the same port. Skips without the binary (fails
+    under CI=true)."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 20) -> PrivateRedis:
+        """Start it and wait until it answers PING (polled with a deadline)."""
+        binary = shutil.which("redis-server")
+        if binary is None:
+            if in_ci():
+                pytest.fail("CI=true and redis-server is not installed", pytrace=False)
+            pytest.skip("redis-server is not installed (set CI=true to make this a failure)")
+        self.proc = subprocess.Popen([binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                      "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while not self.answers():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server on port {self.port} did not start")
+            time.sleep(0.02)
+        return self
+
+    def answers(self) -> bool:
+        """Whether it answers PING now."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                s.sendall(b"PING\r\n")
+                return s.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def stop(self) -> None:
+        """Stop it (SIGTERM, then SIGKILL) and wait for the process to end."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
 
 
 def rpc(url: str, method: str, params: dict | None = None, *, version: str | None = None, rid: int | str = 1,
@@ -191,3 +251,7 @@ def dashboard_login(page, base: str, credential: str) -> None:
 
 __all__ = ["CHROMIUM", "CHROMIUM_ARGS", "LiveServer", "available", "chromium_or_skip", "dashboard_login", "free_port",
            "in_ci", "missing_extra", "needs", "require", "rpc", "running", "stop_process", "wait_until_ready"]
+
+
+__all__ = ["LiveServer", "PrivateRedis", "available", "closed_by_peer", "free_port", "in_ci", "missing_extra", "needs", "require", "rpc", "running",
+           "wait_until_ready"]

@@ -309,12 +309,15 @@ def serve(
         # proxy_headers=False: uvicorn would replace the peer address with X-Forwarded-For (trusting its own
         # list), and Parley could no longer tell whether the direct peer is one of `forwarded_allow_ips`;
         # Parley reads the forwarded headers itself, from trusted peers only (parley.server.urls).
-        # Slow and idle clients are closed (parley.guarded_http): header-read, keep-alive idle and stall timeouts.
+        # Slow and idle clients are closed (parley.guarded_http): header-read, body-read, keep-alive idle and stall
+        # timeouts.
         config = uvicorn.Config(asgi, host=settings.host, port=settings.port, log_level=log_level,
                                 access_log=settings.access_log, proxy_headers=False,
                                 timeout_keep_alive=settings.idle_timeout_seconds,
                                 http=guarded_protocol(settings.header_timeout_seconds,
-                                                      settings.stall_timeout_seconds), **extra)
+                                                      settings.stall_timeout_seconds,
+                                                      settings.body_timeout_seconds, settings.body_min_rate),
+                                **extra)
         tune_gc()
         DrainingServer(config, asgi.state.parley).run()
     except OSError as exc:

@@ -192,10 +192,14 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     keepalive_seconds: float = 15.0  # SSE comment frames on idle streams
     # Slow and idle clients (parley serve): request headers must arrive within header_timeout_seconds; a
     # keep-alive connection idle between requests is closed after idle_timeout_seconds; a response the client
-    # stopped reading (an SSE subscriber that reads nothing) is abandoned after stall_timeout_seconds.
+    # stopped reading (an SSE subscriber that reads nothing) is abandoned after stall_timeout_seconds; a request
+    # body must arrive within body_timeout_seconds of its headers, plus 1 s per body_min_rate bytes received
+    # (a partial body that stops, or one trickled slower than body_min_rate bytes/s, is cut).
     header_timeout_seconds: float = 10.0
     idle_timeout_seconds: float = 5.0
     stall_timeout_seconds: float = 60.0
+    body_timeout_seconds: float = 30.0
+    body_min_rate: float = 500.0  # bytes per second; 0: the body must arrive within body_timeout_seconds
     # uvicorn's access log: a line per request (`--no-access-log`: none; behind a proxy or load balancer that
     # logs requests anyway, lines nobody reads cost a fifth of a busy server's throughput; bench/RESULTS.md)
     access_log: bool = True
@@ -228,9 +232,12 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             found.append(("grpc_port", f"must differ from the HTTP port {self.port}"))
         if self.max_body_bytes < 1024:
             found.append(("max_body_bytes", "must be at least 1024"))
-        for name in ("keepalive_seconds", "header_timeout_seconds", "idle_timeout_seconds", "stall_timeout_seconds"):
+        for name in ("keepalive_seconds", "header_timeout_seconds", "idle_timeout_seconds", "stall_timeout_seconds",
+                     "body_timeout_seconds"):
             if getattr(self, name) <= 0:
                 found.append((name, "must be positive"))
+        if self.body_min_rate < 0:
+            found.append(("body_min_rate", "must be 0 (no allowance for a long body) or more"))
         if self.recheck_seconds <= 0:
             found.append(("recheck_seconds", "must be positive"))
         if self.drain_seconds < 0:

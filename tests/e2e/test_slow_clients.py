@@ -18,6 +18,8 @@ import httpx
 import pytest
 from test_serve_processes import WAIT, Server, server_env
 
+from support import closed_by_peer
+
 SLOW_CONNECTIONS = 20
 
 
@@ -29,19 +31,6 @@ def server(tmp_path: Path) -> Iterator[Server]:
         yield srv.wait_ready()
     finally:
         srv.close()
-
-
-def closed_by_peer(sock: socket.socket) -> bool:
-    """Whether the server has closed this connection (without blocking): EOF or a reset."""
-    sock.setblocking(False)
-    try:
-        return sock.recv(65536) == b""
-    except BlockingIOError:
-        return False
-    except (ConnectionResetError, BrokenPipeError):
-        return True
-    finally:
-        sock.setblocking(True)
 
 
 def send_message(url: str, text: str) -> dict:

@@ -421,6 +421,18 @@ async def test_redis_reader_reconnects_and_subscribers_re_read(make_buses: MakeB
     assert got.seqs == [1, 2]
 
 
+async def test_ping_answers_while_the_bus_works_and_not_once_closed(make_buses: MakeBuses) -> None:
+    """/readyz asks the bus (issue 27, item 2): a started bus answers ping (Redis: PING; PostgreSQL: a query
+    on its listening connection), a closed shared bus raises instead of saying it is fine."""
+    a, b = await make_buses()
+    await a.ping()
+    await b.ping()
+    if not isinstance(b, LocalBus):
+        await b.close()
+        with pytest.raises(Exception):  # noqa: B017 - which error depends on the bus; that there is one matters
+            await b.ping()
+
+
 def test_redis_bus_without_the_extra_says_which(monkeypatch: pytest.MonkeyPatch) -> None:
     from parley.tasks.redis_bus import RedisBus, RedisBusError
 
@@ -491,6 +503,7 @@ async def test_postgres_listener_reconnects_and_subscribers_re_read(make_buses: 
     await a.publish("t1", [status(2)])
     await got.until(2)
     assert got.seqs == [1, 2]
+    await b.ping()  # listening again: ready again
     cancels: list[str] = []
     b.on_cancel(lambda t, md: cancels.append(t))
     await a.request_cancel("t1", {})

@@ -2,7 +2,8 @@
 
 Used by the service for the push-config methods of both versions and for the inline config of a send
 (A2A 1.0 sections 3.1.7-3.1.10 and 4.3.1): the URL is checked against SSRF rules (an unsafe URL is
--32602 at once, not a silent failure later), the config gets an id when it has none, its secrets are
+-32602 at once, not a silent failure later; a name that does not resolve now is accepted and checked at
+every delivery), the config gets an id when it has none, its secrets are
 sealed, and it records the protocol version its client spoke, which decides the notifications'
 format. Answers never carry the secrets (:func:`parley.push.secrets.redact`).
 """
@@ -37,11 +38,11 @@ class PushConfigs:
 
     async def prepare(self, config: m.TaskPushNotificationConfig, version: str, agent_id: str = "") -> StoredPushConfig:
         """Check a config a client sent and make it storable (InvalidParamsError names what is wrong)."""
-        await self.guard.check(config.url)
+        await self.guard.check_registration(config.url)  # a name that does not resolve now: checked at delivery
         auth = config.authentication
         if auth is not None and not auth.scheme.strip():
             raise InvalidParamsError("Invalid params: `authentication.scheme` must not be empty")
-        sealed = self.box.seal(msgspec.structs.replace(config, id=config.id or str(uuid.uuid4())))
+        sealed = self.box.seal(msgspec.structs.replace(config, id=default_id(config, version)))
         return StoredPushConfig(sealed, version=version, artifacts=self.settings.artifacts_of(agent_id),
                                 created_at=self.clock())
 
@@ -51,4 +52,19 @@ class PushConfigs:
         return redact(config)
 
 
-__all__ = ["MAX_CONFIGS_PER_TASK", "PushConfigs"]
+def default_id(config: m.TaskPushNotificationConfig, version: str) -> str:
+    """The id of a config: its own, else (A2A 0.3) its task's id, else a random UUID.
+
+    A2A 0.3 makes `pushNotificationConfigId` optional in `tasks/pushNotificationConfig/get` (sections
+    7.5-7.6.1), and the official a2a-sdk 0.3 stores a config sent without an `id` under its task's id, which is
+    what a get without the id then finds; so does Parley for a 0.3 client. A config sent with a message that
+    creates its task has no task id yet: "" here, and the engine binds it to the new task (ids included).
+    A2A 1.0 requires the id in every get (section 3.1.8), so 1.0 configs without one get a random UUID."""
+    if config.id:
+        return config.id
+    if version == "0.3":
+        return config.task_id
+    return str(uuid.uuid4())
+
+
+__all__ = ["MAX_CONFIGS_PER_TASK", "PushConfigs", "default_id"]

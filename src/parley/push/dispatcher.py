@@ -14,8 +14,8 @@ and POSTed with a timeout, no redirects, and at most RESPONSE_LIMIT bytes of the
 
     2xx                          delivered
     410 Gone                     the config is disabled: nothing more is sent to it
-    408, 429, 5xx, no answer     retried after backoff * 2^(attempt-1) (half of it random jitter, at
-                                 most max_backoff; a Retry-After that asks for longer is honoured)
+    408, 429, 5xx, no answer,    retried after backoff * 2^(attempt-1) (half of it random jitter, at
+    the host does not resolve    most max_backoff; a Retry-After that asks for longer is honoured)
     any other answer             dead: the webhook refused it, and would refuse it again
     a refused URL                dead (it resolves to an address that is not allowed)
 
@@ -42,7 +42,7 @@ import httpx
 from parley.push.payload import body_of, event_id, headers_of
 from parley.push.secrets import SecretBox, SecretError
 from parley.push.signing import SIGNATURE_HEADER, PushSigner, standard_webhook_headers
-from parley.push.ssrf import UnsafeUrl, UrlGuard
+from parley.push.ssrf import Unresolved, UnsafeUrl, UrlGuard
 from parley.settings import PushSettings
 from parley.tasks.store import DeliveryAttempt, Notification, TaskStore
 from parley.telemetry import hooks as telemetry
@@ -182,6 +182,8 @@ class PushDispatcher:
             log_entries = await self.store.events_after(n.task_id, 0)
             body, content_type = body_of(target.version, log_entries, n.seq)
             pinned = await self.guard.check(config.url)
+        except Unresolved as exc:  # DNS may answer later: a failed attempt, retried like no answer
+            return await self._record(n, Outcome(None, _short(exc)), started, agent_id)
         except (UnsafeUrl, SecretError, LookupError) as exc:
             return await self._record(n, Outcome(None, _short(exc)), started, agent_id, final="dead")
         headers = headers_of(config, n.task_id, n.seq, content_type)

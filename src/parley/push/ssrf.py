@@ -2,7 +2,8 @@
 
 A push-notification URL comes from a client, and the server POSTs to it: without checks a client
 could make the server call its loopback admin ports, the cloud metadata service or the private
-network. :class:`UrlGuard` checks a URL twice, when it is registered and again at every delivery:
+network. :class:`UrlGuard` checks a URL twice, when it is registered (:meth:`UrlGuard.check_registration`)
+and again at every delivery (:meth:`UrlGuard.check`):
 
 * only `http` and `https`, a host, no user name or password in the URL;
 * the host is resolved, and *every* address it resolves to must be public: loopback, private
@@ -15,6 +16,12 @@ network. :class:`UrlGuard` checks a URL twice, when it is registered and again a
   host name in `Host` and in TLS SNI and certificate checks, so DNS cannot change its answer between
   the check and the connection (no rebinding window).
 
+A name that does not resolve *at registration* is accepted (its syntax is checked, and it is neither an IP
+literal nor a metadata host name): a passing DNS failure must not refuse a legitimate webhook, and a name
+that does not resolve cannot reach anything. What it resolves to is decided at delivery, which always
+resolves and checks every address; there an unresolvable name is a failed attempt (:class:`Unresolved`,
+retried, then dead-lettered) and an unsafe address refuses the notification.
+
 A2A 1.0 section 13.2 (agents SHOULD validate webhook URLs to prevent SSRF).
 """
 
@@ -22,12 +29,15 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import socket
 from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 from parley.protocol.errors import InvalidParamsError
+
+log = logging.getLogger("parley.push")
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -45,6 +55,11 @@ METADATA_HOSTS = frozenset({"metadata.google.internal", "metadata", "instance-da
 
 class UnsafeUrl(InvalidParamsError):
     """A webhook URL the guard refuses (JSON-RPC -32602 when registered; a failed attempt at delivery)."""
+
+
+class Unresolved(UnsafeUrl):
+    """The webhook's host name does not resolve now (a DNS failure may pass): accepted at registration, a
+    failed attempt that is retried at delivery."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +113,20 @@ class UrlGuard:
             raise UnsafeUrl(f"Invalid params: webhook host {host!r} is a cloud metadata service")
         return parts.scheme, host, port or (443 if parts.scheme == "https" else 80)
 
+    async def check_registration(self, url: str) -> None:
+        """Check a URL being registered: its syntax; an IP literal, or every address its name resolves to.
+
+        A name that does not resolve now is accepted (see the module docstring): UnsafeUrl only for a bad
+        URL or an address that is not allowed."""
+        try:
+            await self.check(url)
+        except Unresolved as exc:
+            log.info("push: accepted a webhook whose host does not resolve now; it is checked at delivery (%s)",
+                     exc)
+
     async def check(self, url: str) -> Target:
-        """Check `url` and resolve it; the Target to connect to. UnsafeUrl names the refused address."""
+        """Check `url` and resolve it; the Target to connect to. UnsafeUrl names the refused address
+        (Unresolved: the name does not resolve)."""
         scheme, host, port = self.check_syntax(url)
         try:
             literal: Address | None = ipaddress.ip_address(host)
@@ -107,7 +134,7 @@ class UrlGuard:
             literal = None
         addresses = [literal] if literal is not None else await self._addresses(host, port)
         if not addresses:
-            raise UnsafeUrl(f"Invalid params: webhook host {host!r} does not resolve")
+            raise Unresolved(f"Invalid params: webhook host {host!r} does not resolve")
         for address in addresses:
             self.refuse_if_unsafe(address, host)
         chosen = addresses[0]
@@ -132,8 +159,8 @@ class UrlGuard:
     async def _addresses(self, host: str, port: int) -> list[Address]:
         try:
             found = await self._resolve(host, port)
-        except OSError as exc:
-            raise UnsafeUrl(f"Invalid params: webhook host {host!r} does not resolve ({exc})") from None
+        except OSError as exc:  # socket.gaierror included
+            raise Unresolved(f"Invalid params: webhook host {host!r} does not resolve ({exc})") from None
         out: list[Address] = []
         for value in found:
             address = ipaddress.ip_address(value.split("%", 1)[0])
@@ -176,4 +203,4 @@ def _kind(address: Address) -> str:
     return "non-public"
 
 
-__all__ = ["METADATA_HOSTS", "Target", "UnsafeUrl", "UrlGuard", "parse_allow"]
+__all__ = ["METADATA_HOSTS", "Target", "Unresolved", "UnsafeUrl", "UrlGuard", "parse_allow"]

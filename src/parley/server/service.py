@@ -31,7 +31,7 @@ from parley.push.configs import MAX_CONFIGS_PER_TASK, PushConfigs
 from parley.push.log import push_log_json
 from parley.server.access import Principal
 from parley.server.subscribers import SubscriberLimit
-from parley.tasks.engine import TaskEngine
+from parley.tasks.engine import Submission, TaskEngine, bind_push
 from parley.tasks.log import Entry, trim_history
 from parley.tasks.store import StoredPushConfig
 from parley.tasks.turn import reply_of
@@ -127,10 +127,15 @@ class A2AService:
             if req.configuration is not None and (req.configuration.history_length or 0) < 0:
                 raise InvalidParamsError("Invalid params: `configuration.historyLength` must not be negative")
             self._check_message(ctx, req)
-            sub = await e.submit(ctx.agent_id, ctx.owner, req, await self._inline_push(ctx, req))
+            sub = await self._submit(ctx, req)
             conf = req.configuration
             if conf is not None and conf.return_immediately:
-                task = sub.record.task
+                # A2A 1.0.1 section 3.2.2: "MUST return immediately after creating the task ... The returned
+                # task will have an in-progress state": the task as it was when it was created (submitted) or
+                # continued (working), never what a fast agent made of it since (a one-pass creation commits
+                # the agent's first outputs with the task, and the record keeps changing while it runs).
+                task = sub.first.event
+                assert isinstance(task, m.Task)
             else:
                 task = await e.wait_settled(sub)
                 reply = reply_of(task.status)
@@ -174,7 +179,7 @@ class A2AService:
         e = self.engine
         if op is Operation.STREAM:
             self._check_message(ctx, req)
-            sub = await e.submit(ctx.agent_id, ctx.owner, req, await self._inline_push(ctx, req))
+            sub = await self._submit(ctx, req)
             first = sub.first
             assert isinstance(first.event, m.Task)
             events = e.follow(first.event.id, first.seq, state=first.event.status.state, until=is_settled,
@@ -203,6 +208,28 @@ class A2AService:
 
         rec = await self.engine.record(ctx.agent_id, ctx.owner, req.id)
         return await build_trace(self.engine.store, rec, url=ctx.agent_url, depth=req.depth, viewer=ctx.owner)
+
+    async def _submit(self, ctx: CallContext, req: m.SendMessageRequest) -> Submission:
+        """Submit a send with its inline webhook. A retry (the same message again) is answered with the task it
+        went to; a webhook it carries is registered for that task all the same (stored before the answer, so
+        it hears of every later change), never dropped: the client asked for it, maybe because the first
+        send's answer, and its config, were lost."""
+        push = await self._inline_push(ctx, req)
+        sub = await self.engine.submit(ctx.agent_id, ctx.owner, req, push)
+        if sub.duplicate and push is not None:
+            task_id = sub.record.task.id
+            sent = req.configuration.task_push_notification_config if req.configuration else None
+            if sent is not None and not sent.id:
+                # A config without an id, retried: the same webhook again replaces its config (its token, say)
+                # rather than adding one more, which would have it told of every change twice.
+                for existing in await self.engine.store.list_push_configs(task_id):
+                    if existing.url == push.config.url:
+                        push.config.id = existing.id
+                        break
+            bound = bind_push(push, task_id)
+            await self._check_room(task_id, bound.config.id)
+            await self.engine.store.put_push_config(bound)
+        return sub
 
     async def _inline_push(self, ctx: CallContext, req: m.SendMessageRequest) -> StoredPushConfig | None:
         """The webhook a send registers with its message (`configuration.taskPushNotificationConfig`)."""

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from parley.agents.base import Agent, AgentError, AgentOutput, InternalEvent, Reply, RunContext, new_id
+from parley.log_throttle import Throttled
 from parley.protocol import models as m
 from parley.protocol.errors import (
     InvalidParamsError,
@@ -73,6 +74,7 @@ CHECKPOINT = "internal:checkpoint"
 DELEGATION = "internal:delegation"  # {url, agent, taskId, contextId}: a child task, kept as a link for traces
 CONTEXT_TASKS = 50  # earlier tasks of a context handed to a new task's agent, newest kept
 LEASE_SECONDS = 30.0
+PUBLISH_WARNING_SECONDS = 10.0  # at most one "publishing failed" line this often (with a count of the others)
 PACE_SECONDS = 0.002  # an agent that never awaits gets the loop back to the others this often
 CHECKPOINT_MARK = "parley.checkpoint"  # stored checkpoints: {mark: 2, "agent": state, "seq": n, "text": {...}}
 
@@ -81,12 +83,18 @@ Listener = Callable[[TaskRecord, list[Entry]], None]
 ChildCanceler = Callable[[TaskLink, str], Awaitable[None]]  # (link, owner of the parent task)
 
 
-def _for_task(push: StoredPushConfig | None, task_id: str) -> list[StoredPushConfig]:
-    """The push config a send registers, bound to its task."""
-    if push is None:
-        return []
+def bind_push(push: StoredPushConfig, task_id: str) -> StoredPushConfig:
+    """The push config a send registers, bound to its task (an A2A 0.3 config without an id takes the task's id:
+    parley.push.configs.default_id)."""
     push.config.task_id = task_id
-    return [push]
+    if not push.config.id:
+        push.config.id = task_id
+    return push
+
+
+def _for_task(push: StoredPushConfig | None, task_id: str) -> list[StoredPushConfig]:
+    """The push configs to store with the commit that creates or continues `task_id`."""
+    return [] if push is None else [bind_push(push, task_id)]
 
 
 def process_id() -> str:
@@ -207,6 +215,7 @@ class TaskEngine:
         self.observers: list[Observer] = observers or []
         self.listeners: list[Listener] = []  # told of every appended batch (telemetry, metrics)
         self.committed: list[Listener] = []  # told of every batch once it is committed (the push dispatcher)
+        self._publish_warnings = Throttled(log, PUBLISH_WARNING_SECONDS)  # a bus down fails every commit's publish
         self.runs: dict[str, Run] = {}
         self._creating: dict[MessageKey, Run] = {}  # one-pass tasks whose creation is not committed yet
         self._flushes: set[asyncio.Task] = set()
@@ -348,8 +357,13 @@ class TaskEngine:
                 try:
                     await self.bus.publish(rec.task.id, batch)
                 except Exception as exc:  # noqa: BLE001 - committed all the same: followers read the store
-                    log.warning("publishing task %s's events on the bus failed (%s); followers read them from "
-                                "the store", rec.task.id, exc)
+                    # Once per PUBLISH_WARNING_SECONDS (a bus that is down fails every commit's publish).
+                    self._publish_warnings.warning(
+                        "publishing task %s's events on the bus failed (%s); followers read them from the store",
+                        rec.task.id, exc)
+                else:
+                    if self._publish_warnings.failing:
+                        self._publish_warnings.recovered("publishing on the bus works again")
 
     def _not_created(self, run: Run, cause: Exception) -> NotCreated:
         """A one-pass task whose creation was refused or failed: it does not exist, so its run stops without

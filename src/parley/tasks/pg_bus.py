@@ -83,6 +83,7 @@ class PostgresBus(FanoutBus):
         self._conn: asyncpg.Connection | None = None
         self._lost: asyncio.Event | None = None
         self._watch: asyncio.Task[None] | None = None
+        self._conn_lock = asyncio.Lock()  # one query at a time on the listening connection (health checks)
         self._closed = False
         self.published_in_commit = False  # Backends.link: the PostgreSQL store sends each commit's notification
 
@@ -168,6 +169,16 @@ class PostgresBus(FanoutBus):
         await pool.execute("SELECT pg_notify($1, $2)", self.cancel_channel,
                            Fanout.cancel_message(task_id, metadata).decode())
 
+    async def ping(self) -> None:
+        """For /readyz: a query on the listening connection (the one that hears every replica's events), and
+        one through the pool that publishes; PostgresError while the listener is lost and reconnecting."""
+        pool = self._require()
+        conn = self._conn
+        if conn is None or conn.is_closed():
+            raise PostgresError("the listening connection is lost; reconnecting")
+        async with self._conn_lock:
+            await conn.execute("SELECT 1")
+        await pool.execute("SELECT 1")
 
     # --- the listening connection ---------------------------------------------------------------------------------
 
@@ -207,7 +218,7 @@ class PostgresBus(FanoutBus):
                     await self._lost.wait()
             except TimeoutError:
                 try:
-                    async with asyncio.timeout(_HEALTH_TIMEOUT):
+                    async with asyncio.timeout(_HEALTH_TIMEOUT), self._conn_lock:
                         assert self._conn is not None
                         await self._conn.execute("SELECT 1")
                     continue

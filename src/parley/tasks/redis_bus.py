@@ -104,6 +104,8 @@ class RedisBus(FanoutBus):
         self._tasks: list[asyncio.Task[None]] = []
         self._wake_needed: asyncio.Event | None = None
         self._block_ms = BLOCK_MS
+        self._reader_down: str | None = None  # why the reading connection is down (None: it reads)
+        self._cancels_down = False  # the cancel channel failed and has not answered since
         self._closed = False
 
     def _key(self, task_id: str) -> str:
@@ -217,6 +219,12 @@ class RedisBus(FanoutBus):
     async def request_cancel(self, task_id: str, metadata: dict[str, Any]) -> None:
         await self._require().publish(self._cancel_channel, Fanout.cancel_message(task_id, metadata))
 
+    async def ping(self) -> None:
+        """For /readyz: PING through the publishing connections, and the reader's state (RedisBusError while
+        it is down: live events of other replicas do not arrive)."""
+        await self._require().ping()
+        if self._reader_down is not None:
+            raise RedisBusError(f"the reading connection is down ({self._reader_down}); reconnecting")
 
     # --- background tasks -----------------------------------------------------------------------------------------
 
@@ -237,6 +245,7 @@ class RedisBus(FanoutBus):
                     continue
                 log.warning("Redis bus: reconnected; subscribers re-read the store")
                 broken = False
+                self._reader_down = None
                 self._fanout.drop_all()
             for task_id in [t for t in self._cursors if t not in self._fanout]:
                 del self._cursors[task_id]  # its last subscription closed
@@ -249,6 +258,7 @@ class RedisBus(FanoutBus):
                 if not broken:
                     log.warning("Redis bus: reading failed (%s); reconnecting", exc or type(exc).__name__)
                 broken = True
+                self._reader_down = str(exc) or type(exc).__name__
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, _BACKOFF[1])
                 continue
@@ -305,10 +315,17 @@ class RedisBus(FanoutBus):
             try:
                 message = await self._pubsub.get_message(ignore_subscribe_messages=True, timeout=_LISTEN_POLL)
             except (RedisError, OSError) as exc:  # the next call reconnects and subscribes again
-                log.warning("Redis bus: the cancel channel failed (%s); reconnecting", exc or type(exc).__name__)
+                if not self._cancels_down:  # once per outage, not once per attempt
+                    log.warning("Redis bus: the cancel channel failed (%s); reconnecting", exc or type(exc).__name__)
+                else:
+                    log.debug("Redis bus: the cancel channel still fails: %s", exc)
+                self._cancels_down = True
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, _BACKOFF[1])
                 continue
+            if self._cancels_down:
+                log.warning("Redis bus: the cancel channel is back")
+                self._cancels_down = False
             delay = _BACKOFF[0]
             if message is not None and message.get("type") == "message":
                 self._fanout.cancel_received(message["data"])
