@@ -940,13 +940,7 @@ async def chat(url: str = typer.Argument(..., help="Agent URL."), version: str |
 @run
 async def agents(url: str = typer.Argument(..., help="Parley server base URL."), as_json: bool = JsonOpt) -> None:
     """List the agents a Parley server hosts."""
-    import httpx
-
-    async with httpx.AsyncClient(timeout=30, headers=dict(CREDENTIALS) or None) as http:
-        try:
-            resp = await http.get(url.rstrip("/") + "/agents")
-        except httpx.HTTPError as exc:
-            raise ClientError(f"cannot reach {url}: {exc}") from None
+    resp = await _get_agents(url)
     if resp.status_code != 200:
         raise ClientError(f"GET {url}/agents answered HTTP {resp.status_code}")
     data = resp.json()
@@ -955,6 +949,17 @@ async def agents(url: str = typer.Argument(..., help="Parley server base URL."),
         return
     for c in data.get("agents", []):
         out.print(f"[bold]{c['name']}[/]  {c['supportedInterfaces'][0]['url']}  — {c['description']}", highlight=False)
+
+
+async def _get_agents(url: str) -> Any:
+    """GET {url}/agents with the command's credentials (the httpx response); unreachable is one line."""
+    import httpx
+
+    async with httpx.AsyncClient(timeout=30, headers=dict(CREDENTIALS) or None) as http:
+        try:
+            return await http.get(url.rstrip("/") + "/agents")
+        except httpx.HTTPError as exc:
+            raise ClientError(f"cannot reach {url}: {exc}") from None
 
 
 @tasks_app.command("get")
@@ -986,13 +991,7 @@ class AgentTasks:
 async def hosted_agents(url: str) -> list[str] | None:
     """The ids of the agents a Parley server hosts (GET {url}/agents, in its order); None when `url` answers
     no such list (another A2A server, or an agent's own URL)."""
-    import httpx
-
-    async with httpx.AsyncClient(timeout=30, headers=dict(CREDENTIALS) or None) as http:
-        try:
-            resp = await http.get(url.rstrip("/") + "/agents")
-        except httpx.HTTPError as exc:
-            raise ClientError(f"cannot reach {url}: {exc}") from None
+    resp = await _get_agents(url)
     try:
         cards = resp.json().get("agents") if resp.status_code == 200 else None
     except (ValueError, AttributeError):
