@@ -926,9 +926,12 @@ async def chat(url: str = typer.Argument(..., help="Agent URL."), version: str |
                 break
             printer = StreamPrinter()
             async for ev in client.stream(line, task_id=task_id, context_id=context_id):
-                emit_json_line(to_wire(ev)) if as_json else printer(ev)
-                if isinstance(ev, (m.Task, m.TaskStatusUpdateEvent)):
-                    printer.last_state = ev.status.state
+                if not as_json:
+                    printer(ev)
+                else:
+                    emit_json_line(to_wire(ev))
+                    if isinstance(ev, (m.Task, m.TaskStatusUpdateEvent)):
+                        printer.last_state = ev.status.state  # what the printer remembers when it prints
                 if isinstance(ev, m.Task):
                     context_id = ev.context_id
                     task_id = ev.id

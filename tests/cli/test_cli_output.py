@@ -183,11 +183,15 @@ def test_every_data_command_prints_json_that_parses(server: Any, tmp_path: Path)
         watch.kill()
     assert watch.returncode == 0, errors
     assert json_lines(rest)[-1]["status"]["state"] == "TASK_STATE_COMPLETED"
-    chat = subprocess.run([*PARLEY, "chat", server.url, "--json"], input="chatting in json\n", check=False, capture_output=True,
-                          text=True, env=NARROW, timeout=TIMEOUT)
+    chat = subprocess.run([*PARLEY, "chat", server.url + "/a2a/interviewer", "--json"], check=False,
+                          input="chatting in json\nbecause it parses\n", capture_output=True, text=True, env=NARROW,
+                          timeout=TIMEOUT)
     assert chat.returncode == 0, chat.stderr
-    chatted = json_lines(chat.stdout)  # the banner and the prompt went to stderr
-    assert chatted[-1]["status"]["state"] == "TASK_STATE_COMPLETED" and "you>" in chat.stderr
+    chatted = json_lines(chat.stdout)  # the banner and the prompts went to stderr
+    assert "you>" in chat.stderr and "Interviewer" in chat.stderr
+    snapshots = [e for e in chatted if "status" in e and "id" in e]  # each turn's first event: the task
+    assert len(snapshots) == 2 and snapshots[0]["id"] == snapshots[1]["id"]  # the answer continued the task
+    assert chatted[-1]["status"]["state"] == "TASK_STATE_COMPLETED"
 
     db = str(tmp_path / "keys.db")
     created = json.loads(run_with(NARROW, "keys", "create", "echo", "--name", "ci", "--db", db, "--json"))
