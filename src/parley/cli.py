@@ -1003,10 +1003,13 @@ async def hosted_agents(url: str) -> list[str] | None:
         return None
     ids: list[str] = []
     for card in cards:
-        for iface in card.get("supportedInterfaces") or [] if isinstance(card, dict) else []:
-            found = AGENT_URL.search(urllib.parse.urlsplit(str(iface.get("url", ""))).path)
-            if found and found[1] not in ids:
-                ids.append(urllib.parse.unquote(found[1]))
+        interfaces = card.get("supportedInterfaces") if isinstance(card, dict) else None
+        for iface in interfaces if isinstance(interfaces, list) else []:
+            found = AGENT_URL.search(urllib.parse.urlsplit(str(iface.get("url", "") if isinstance(iface, dict)
+                                                               else "")).path)
+            if found:  # the agent's id is the last segment of its URL, /a2a/{id}
+                if urllib.parse.unquote(found[1]) not in ids:
+                    ids.append(urllib.parse.unquote(found[1]))
                 break
     return ids
 
