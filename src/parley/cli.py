@@ -888,13 +888,16 @@ def push_option(push_url: str | None, push_token: str | None) -> m.TaskPushNotif
     return m.TaskPushNotificationConfig(url=push_url, token=push_token)
 
 
-def _prompt(text: str, *, to_stderr: bool = False) -> str:
+def _prompt(text: str, *, to_stderr: bool = False, before: Callable[[], None] | None = None) -> str:
     """input() that Ctrl-C interrupts at once: asyncio.run's own SIGINT handler only cancels the main task,
-    which cannot happen while it waits in input(). `to_stderr`: the prompt goes to stderr (stdout is JSON)."""
+    which cannot happen while it waits in input(). `to_stderr`: the prompt goes to stderr (stdout is JSON).
+    `before` (the chat's banner) is printed once Ctrl-C already interrupts: a Ctrl-C right after it is not lost."""
     import signal
 
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
+        if before is not None:
+            before()
         if to_stderr:
             sys.stderr.write(text)
             sys.stderr.flush()
@@ -913,13 +916,21 @@ async def chat(url: str = typer.Argument(..., help="Agent URL."), version: str |
     With --json, stdout has each event as one line of JSON, and the banner and prompt go to stderr."""
     async with await connect(url, version, binding) as client:
         assert client.card is not None
-        (err if as_json else out).print(f"[bold]{client.card.name}[/] — type a message, empty line or Ctrl-D to quit.",
-                                        highlight=False)
+        name = client.card.name
+
+        def banner() -> None:
+            """The chat's first line (on stderr with --json)."""
+            (err if as_json else out).print(f"[bold]{escape(name)}[/] — type a message, empty line or Ctrl-D to "
+                                            "quit.", highlight=False)
+            (err if as_json else out).file.flush()
+
         task_id: str | None = None
         context_id: str | None = None
+        greeting: Callable[[], None] | None = banner
         while True:
             try:
-                line = _prompt("you> ", to_stderr=as_json)
+                line = _prompt("you> ", to_stderr=as_json, before=greeting)
+                greeting = None
             except EOFError:
                 break
             if not line.strip():
