@@ -1,6 +1,10 @@
 """The `parley` command line: serve agents, and talk to any A2A server.
 
-Errors are printed as one clear line (never a traceback) and exit with status 1.
+Errors are printed as one clear line (never a traceback) and exit with status 1; bad input that is caught
+before anything is sent (an invalid --push-url, options that do not go together) exits with status 2.
+
+`--json`: every command that prints data can print it as JSON on stdout instead: one document, or for
+streams (`send --stream`, `tasks watch`, `chat`) one document per line (JSON lines), each line one event.
 """
 
 from __future__ import annotations
@@ -9,16 +13,20 @@ import asyncio
 import contextlib
 import functools
 import json
+import os
+import re
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+import urllib.parse
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
 import msgspec
 import typer
+from rich.cells import cell_len
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from parley.client import A2AClient, ClientError
 from parley.protocol import models as m
@@ -72,7 +80,9 @@ def _version(shown: bool) -> None:
 T = TypeVar("T")
 
 VersionOpt = typer.Option(None, "--version", "-V", help="Protocol version to use: 1.0 or 0.3 (default: the card's first).")
-JsonOpt = typer.Option(False, "--json", help="Print raw JSON (A2A 1.0 shape) instead of formatted output.")
+JsonOpt = typer.Option(False, "--json", help="Print JSON (A2A 1.0 shapes) on stdout instead of formatted output.")
+StreamJsonOpt = typer.Option(False, "--json", help="Print each event as one line of JSON (A2A 1.0 shapes; JSON "
+                             "lines) instead of formatted output.")
 BindingOpt = typer.Option(None, "--binding", "-b", help="Binding to use: jsonrpc, rest or grpc (default: the card's first).")
 BINDINGS = {"jsonrpc": "JSONRPC", "rest": "HTTP+JSON", "grpc": "GRPC"}
 
@@ -88,10 +98,21 @@ async def connect(url: str, version: str | None = None, binding: str | None = No
     return await A2AClient.connect(url, version=version, bindings=bindings, headers=dict(CREDENTIALS) or None)
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     """Print one error line and exit 1."""
     err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(1)
+
+
+def usage_error(message: str) -> NoReturn:
+    """Print one error line about the command's own input and exit 2 (nothing was sent)."""
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def warn(message: str) -> None:
+    """Print one warning line on stderr."""
+    err.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
 # What a server's error message suggests in protocol terms, said with the command that does it.
@@ -161,9 +182,95 @@ def _text(parts: list[m.Part]) -> str:
     return "".join(chunks)
 
 
+def emit_json(data: Any) -> None:
+    """Print one JSON document on stdout, as it is (never wrapped or coloured: it must parse)."""
+    out.file.write(json.dumps(data, indent=2) + "\n")
+    out.file.flush()
+
+
+def emit_json_line(data: Any) -> None:
+    """Print one JSON document on one line (a stream's event: JSON lines)."""
+    out.file.write(json.dumps(data, separators=(",", ":")) + "\n")
+    out.file.flush()
+
+
 def print_json(obj: Any) -> None:
-    """Print canonical objects as JSON."""
-    out.print_json(json.dumps(to_wire(obj)))
+    """Print a canonical object (task, card, page) as one JSON document."""
+    emit_json(to_wire(obj))
+
+
+# --- tables -----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table column: `keep` columns (ids, states) are always shown, whole; the others, in `rank` order (1 first),
+    only if they fit in the width."""
+
+    header: str
+    keep: bool = False
+    rank: int = 0
+
+
+def table_width() -> int | None:
+    """The width tables must fit: COLUMNS, else the terminal's; None in a pipe (lines as long as they need)."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if out.file.isatty():
+        import shutil
+
+        return shutil.get_terminal_size().columns
+    return None
+
+
+def table_lines(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int | None) -> tuple[list[str],
+                                                                                                      list[str]]:
+    """(the lines of a plain table, the headers of the columns left out): every cell whole on one line, each column
+    as wide as its widest cell; optional columns that would make a line longer than `width` are left out."""
+    cells = [[" ".join(str(c).split()) for c in row] for row in rows]
+    widths = [max([cell_len(col.header), *(cell_len(row[i]) for row in cells)]) for i, col in enumerate(columns)]
+    shown = {i for i, col in enumerate(columns) if col.keep}
+    used = sum(widths[i] for i in shown) + 2 * max(len(shown) - 1, 0)
+    for i in sorted((i for i, col in enumerate(columns) if not col.keep), key=lambda i: columns[i].rank):
+        if width is None or used + 2 + widths[i] <= width:
+            shown.add(i)
+            used += 2 + widths[i]
+    order = [i for i in range(len(columns)) if i in shown]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(v + " " * (widths[i] - cell_len(v)) for i, v in zip(order, values, strict=True)).rstrip()
+
+    lines = [line([columns[i].header for i in order]), *(line([row[i] for i in order]) for row in cells)]
+    return lines, [col.header for i, col in enumerate(columns) if i not in shown]
+
+
+def print_table(columns: Sequence[Column], rows: Sequence[Sequence[str]]) -> None:
+    """Print a table readable at any width and in a pipe: ids never wrapped or cut (copy-pasteable), columns that
+    do not fit left out (said on stderr; --json has everything)."""
+    width = table_width()
+    lines, left_out = table_lines(columns, rows, width)
+    for text in lines:
+        out.print(text, markup=False, highlight=False, soft_wrap=True)
+    if left_out:
+        err.print(f"[dim]({width} columns: not shown: {escape(', '.join(left_out))}; widen the terminal, or use "
+                  "--json)[/]", highlight=False, soft_wrap=True)
+
+
+def when_utc(ts: float | str | None, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
+    """A time (epoch seconds, or an ISO 8601 string) in UTC, as `fmt`; "-" when there is none."""
+    from datetime import UTC, datetime
+
+    if ts is None or ts == "":
+        return "-"
+    try:
+        moment = (datetime.fromtimestamp(ts, UTC) if isinstance(ts, (int, float))
+                  else datetime.fromisoformat(str(ts)))
+    except (ValueError, OverflowError, OSError):
+        return str(ts)
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return moment.strftime(fmt)
 
 
 def print_task(task: m.Task) -> None:
@@ -531,18 +638,28 @@ def _expiry(value: str | None) -> float | None:
 
 
 def _key_row(key: Any) -> list[str]:
-    from datetime import UTC, datetime
+    """A key's record as the cells of `keys list` (and the values of its --json objects), in KEY_COLUMNS order."""
+    import time as _time
 
     def when(ts: float | None) -> str:
-        return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M") if ts else "-"
+        return when_utc(ts, "%Y-%m-%d %H:%M") if ts else "-"
 
-    state = "revoked" if key.revoked_at else ("expired" if key.expires_at and key.expires_at <= __import__("time").time()
+    state = "revoked" if key.revoked_at else ("expired" if key.expires_at and key.expires_at <= _time.time()
                                                else "active")
     return [key.id, key.agent_id, key.name or "-", " ".join(sorted(key.scopes)), key.principal, when(key.created_at),
             when(key.last_used_at), when(key.expires_at), state]
 
 
+def _key_json(key: Any) -> dict[str, str]:
+    """A key's record as a `keys ... --json` object (the columns of `keys list`; never its secret)."""
+    return dict(zip(KEY_COLUMNS, _key_row(key), strict=True))
+
+
 KEY_COLUMNS = ("id", "agent", "name", "scopes", "principal", "created", "last used", "expires", "state")
+# At 80 columns the id, agent and state always show; then name, expiry, scopes... as they fit.
+KEY_TABLE = (Column("id", keep=True), Column("agent", keep=True), Column("name", rank=1), Column("scopes", rank=3),
+             Column("principal", rank=5), Column("created", rank=6), Column("last used", rank=4),
+             Column("expires", rank=2), Column("state", keep=True))
 
 
 @keys_app.command("create")
@@ -555,6 +672,8 @@ async def keys_create(
     principal: str | None = typer.Option(None, "--principal", help="Whose tasks it sees [default: its own]."),
     db: str | None = DbOpt,
     config_path: str | None = ConfigOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print the key's record and its token as one JSON object "
+                                 "(the token under \"token\")."),
 ) -> None:
     """Make an API key; it is printed once (stdout) and stored only as a keyed hash."""
     from parley.security.keys import KeyProblem
@@ -574,6 +693,9 @@ async def keys_create(
         await store.close()
     err.print(f"API key {key.id} for agent {key.agent_id} ({', '.join(sorted(key.scopes))}), principal "
               f"{key.principal}. It is shown once, now:", highlight=False, soft_wrap=True)
+    if as_json:
+        emit_json({**_key_json(key), "token": token})
+        return
     print(token)
 
 
@@ -590,18 +712,17 @@ async def keys_list(agent: str | None = typer.Argument(None, help="Only the keys
     finally:
         await store.close()
     if as_json:
-        out.print_json(json.dumps([dict(zip(KEY_COLUMNS, _key_row(k), strict=True)) for k in keys]))
+        emit_json([_key_json(k) for k in keys])
         return
-    table = Table(*KEY_COLUMNS)
-    for key in keys:
-        table.add_row(*_key_row(key))
-    out.print(table)
+    print_table(KEY_TABLE, [_key_row(k) for k in keys])
 
 
 @keys_app.command("revoke")
 @run
 async def keys_revoke(key_id: str = typer.Argument(..., help="The key's id (see parley keys list)."),
-                      db: str | None = DbOpt, config_path: str | None = ConfigOpt) -> None:
+                      db: str | None = DbOpt, config_path: str | None = ConfigOpt,
+                      as_json: bool = typer.Option(False, "--json", help="Print the revoked key's record as JSON "
+                                                   "(as `keys list --json` shows it).")) -> None:
     """Revoke a key: it stops working at once (a running server notices within a second)."""
     store, _ = _key_store(db, config_path)
     try:
@@ -611,12 +732,17 @@ async def keys_revoke(key_id: str = typer.Argument(..., help="The key's id (see 
         await store.close()
     if key is None:
         raise ClientError(f"no key {key_id!r}")
+    if as_json:
+        emit_json(_key_json(key))
+        return
     out.print(f"revoked {key.id} (agent {key.agent_id}, {key.name or 'no name'})", highlight=False)
 
 
 @keys_app.command("purge")
 @run
-async def keys_purge(db: str | None = DbOpt, config_path: str | None = ConfigOpt) -> None:
+async def keys_purge(db: str | None = DbOpt, config_path: str | None = ConfigOpt,
+                     as_json: bool = typer.Option(False, "--json", help="Print the purged keys' records and how many "
+                                                  "are left as JSON.")) -> None:
     """Forget revoked and expired keys. With none left, a loopback server on this database runs in development
     mode again at its next start (its tasks are kept); active keys are never purged."""
     store, _ = _key_store(db, config_path)
@@ -626,6 +752,9 @@ async def keys_purge(db: str | None = DbOpt, config_path: str | None = ConfigOpt
         left = await store.list()
     finally:
         await store.close()
+    if as_json:
+        emit_json({"purged": [_key_json(k) for k in gone], "left": len(left)})
+        return
     out.print(f"purged {len(gone)} revoked or expired key(s); {len(left)} left", highlight=False)
     if left:
         err.print("the server stays secured: revoke the keys still listed by `parley keys list` first, then purge",
@@ -638,6 +767,11 @@ async def keys_purge(db: str | None = DbOpt, config_path: str | None = ConfigOpt
 # --- push -------------------------------------------------------------------------------------------------------
 
 
+PUSH_LOG_TABLE = (Column("event", keep=True), Column("config", keep=True), Column("kind", rank=3),
+                  Column("state", keep=True), Column("attempts", rank=2), Column("last", rank=1),
+                  Column("next try", rank=4))
+
+
 @push_app.command("log")
 @run
 async def push_log(url: str = typer.Argument(..., help="Agent URL (a Parley server's /a2a/{agent}, or its base URL)."),
@@ -647,21 +781,20 @@ async def push_log(url: str = typer.Argument(..., help="Agent URL (a Parley serv
 
     data = await _get_json(f"{url.rstrip('/')}/tasks/{task_id}/pushLog")
     if as_json:
-        out.print_json(json.dumps(data))
+        emit_json(data)
         return
-    from datetime import UTC, datetime
 
     def when(ts: float | None) -> str:
-        return datetime.fromtimestamp(ts, UTC).strftime("%H:%M:%S") if ts else "-"
+        return when_utc(ts, "%H:%M:%S") if ts else "-"
 
-    table = Table("event", "config", "kind", "state", "attempts", "last", "next try")
+    rows = []
     for n in data["notifications"]:
         last = str(n["lastStatus"] or n["lastError"] or "-")
-        table.add_row(n["eventId"], n["configId"], n["kind"], n["state"], str(n["attempts"]), last, when(n["nextAt"]))
-        for t in n["tries"]:
-            table.add_row("", "", f"  #{t['attempt']}", t["outcome"], when(t["at"]),
-                          str(t["status"] or t["error"] or "-"), when(t["nextAt"]))
-    out.print(table)
+        rows.append([n["eventId"], n["configId"], n["kind"], n["state"], str(n["attempts"]), last, when(n["nextAt"])])
+        for t in n["tries"]:  # each attempt on a line of its own, under its notification: `#N HH:MM:SS`
+            rows.append([f"  #{t['attempt']} {when(t['at'])}", "", "", t["outcome"], "",
+                         str(t["status"] or t["error"] or "-"), when(t["nextAt"])])
+    print_table(PUSH_LOG_TABLE, rows)
 
 
 def _server_settings(db: str | None, config_path: str | None, *, memory: str) -> Any:
@@ -685,7 +818,9 @@ def _server_settings(db: str | None, config_path: str | None, *, memory: str) ->
 
 @push_app.command("rotate-key")
 @run
-async def push_rotate_key(db: str | None = DbOpt, config_path: str | None = ConfigOpt) -> None:
+async def push_rotate_key(db: str | None = DbOpt, config_path: str | None = ConfigOpt,
+                          as_json: bool = typer.Option(False, "--json", help="Print the new key's id and how long "
+                                                       "the previous one stays published, as JSON.")) -> None:
     """Sign new notifications with a new key; the old one stays in the JWKS while its notifications may be retried."""
     from parley.backends import Backends
     from parley.push.setup import key_lifetime, secret_box
@@ -700,6 +835,9 @@ async def push_rotate_key(db: str | None = DbOpt, config_path: str | None = Conf
         key = await keys.rotate()
     finally:
         await keys.close()
+    if as_json:
+        emit_json({"kid": key.kid, "previousPublishedSeconds": key_lifetime(settings.push)})
+        return
     out.print(f"new signing key {key.kid}; the previous one stays published for "
               f"{key_lifetime(settings.push):g} s", highlight=False)
 
@@ -736,27 +874,37 @@ async def send(
     task_id: str | None = typer.Option(None, "--task-id", help="Continue this task."),
     context_id: str | None = typer.Option(None, "--context-id", help="Continue this context."),
     no_wait: bool = typer.Option(False, "--no-wait", help="Return as soon as the task is created."),
+    push_url: str | None = typer.Option(None, "--push-url", help="A webhook (http:// or https:// URL) the agent "
+                                        "POSTs the task's changes to (a push notification config sent with the "
+                                        "message)."),
+    push_token: str | None = typer.Option(None, "--push-token", help="A token the webhook gets back in "
+                                          "X-A2A-Notification-Token (with --push-url)."),
     version: str | None = VersionOpt,
     binding: str | None = BindingOpt,
-    as_json: bool = JsonOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (A2A 1.0 shapes) instead of formatted output: "
+                                 "the task (or message) as one document; with --stream, each event as one line "
+                                 "(JSON lines)."),
 ) -> None:
     """Send a message to an agent.
 
     Exit status: 0 when the task completed (or the agent answered with a message, or --no-wait); 3 when
     it ended failed, rejected or canceled; 4 when it waits for input (input-required, auth-required:
-    answer with --task-id); 1 for an error before there was a task.
+    answer with --task-id); 1 for an error before there was a task; 2 for invalid options.
     """
+    push = push_option(push_url, push_token)
     async with await connect(url, version, binding) as client:
         final: m.TaskState | None = None
         if stream:
             printer = StreamPrinter()
-            async with contextlib.aclosing(client.stream(text, task_id=task_id, context_id=context_id)) as events:
+            async with contextlib.aclosing(client.stream(text, task_id=task_id, context_id=context_id,
+                                                         push=push)) as events:
                 async for ev in events:  # closed here, in this task, whatever ends the loop (a closed pipe too)
-                    print_json(ev) if as_json else printer(ev)
+                    emit_json_line(to_wire(ev)) if as_json else printer(ev)
                     if isinstance(ev, (m.Task, m.TaskStatusUpdateEvent)):
                         final = ev.status.state
         else:
-            result = await client.send(text, task_id=task_id, context_id=context_id, blocking=not no_wait)
+            result = await client.send(text, task_id=task_id, context_id=context_id, blocking=not no_wait,
+                                       push=push)
             if as_json:
                 print_json(result)
             elif isinstance(result, m.Task):
@@ -769,13 +917,42 @@ async def send(
         raise typer.Exit(code)
 
 
-def _prompt(text: str) -> str:
+def push_option(push_url: str | None, push_token: str | None) -> m.TaskPushNotificationConfig | None:
+    """--push-url and --push-token as a push notification config (a usage error, exit 2, when they are invalid)."""
+    from urllib.parse import urlsplit
+
+    if push_url is None:
+        if push_token is not None:
+            usage_error("--push-token needs --push-url (the webhook the token is sent to)")
+        return None
+    try:
+        parts = urlsplit(push_url)
+        host = parts.hostname
+    except ValueError:
+        parts, host = None, None
+    if (parts is None or parts.scheme not in ("http", "https") or not host or any(c.isspace() for c in push_url)
+            or parts.username is not None or parts.password is not None):
+        usage_error(f"--push-url {push_url!r}: give an http:// or https:// URL with a host and no user name or "
+                    "password, e.g. https://hooks.example.com/a2a")
+    if push_token is not None and not push_token.strip():
+        usage_error("--push-token is empty")
+    return m.TaskPushNotificationConfig(url=push_url, token=push_token)
+
+
+def _prompt(text: str, *, to_stderr: bool = False, before: Callable[[], None] | None = None) -> str:
     """input() that Ctrl-C interrupts at once: asyncio.run's own SIGINT handler only cancels the main task,
-    which cannot happen while it waits in input()."""
+    which cannot happen while it waits in input(). `to_stderr`: the prompt goes to stderr (stdout is JSON).
+    `before` (the chat's banner) is printed once Ctrl-C already interrupts: a Ctrl-C right after it is not lost."""
     import signal
 
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
+        if before is not None:
+            before()
+        if to_stderr:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+            return input()
         return input(text)
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -784,23 +961,39 @@ def _prompt(text: str) -> str:
 @app.command()
 @run
 async def chat(url: str = typer.Argument(..., help="Agent URL."), version: str | None = VersionOpt,
-               binding: str | None = BindingOpt) -> None:
-    """Talk to an agent interactively; answers its follow-up questions (input-required)."""
+               binding: str | None = BindingOpt, as_json: bool = StreamJsonOpt) -> None:
+    """Talk to an agent interactively; answers its follow-up questions (input-required).
+
+    With --json, stdout has each event as one line of JSON, and the banner and prompt go to stderr."""
     async with await connect(url, version, binding) as client:
         assert client.card is not None
-        out.print(f"[bold]{client.card.name}[/] — type a message, empty line or Ctrl-D to quit.", highlight=False)
+        name = client.card.name
+
+        def banner() -> None:
+            """The chat's first line (on stderr with --json)."""
+            (err if as_json else out).print(f"[bold]{escape(name)}[/] — type a message, empty line or Ctrl-D to "
+                                            "quit.", highlight=False)
+            (err if as_json else out).file.flush()
+
         task_id: str | None = None
         context_id: str | None = None
+        greeting: Callable[[], None] | None = banner
         while True:
             try:
-                line = _prompt("you> ")
+                line = _prompt("you> ", to_stderr=as_json, before=greeting)
+                greeting = None
             except EOFError:
                 break
             if not line.strip():
                 break
             printer = StreamPrinter()
             async for ev in client.stream(line, task_id=task_id, context_id=context_id):
-                printer(ev)
+                if not as_json:
+                    printer(ev)
+                else:
+                    emit_json_line(to_wire(ev))
+                    if isinstance(ev, (m.Task, m.TaskStatusUpdateEvent)):
+                        printer.last_state = ev.status.state  # what the printer remembers when it prints
                 if isinstance(ev, m.Task):
                     context_id = ev.context_id
                     task_id = ev.id
@@ -812,21 +1005,26 @@ async def chat(url: str = typer.Argument(..., help="Agent URL."), version: str |
 @run
 async def agents(url: str = typer.Argument(..., help="Parley server base URL."), as_json: bool = JsonOpt) -> None:
     """List the agents a Parley server hosts."""
-    import httpx
-
-    async with httpx.AsyncClient(timeout=30, headers=dict(CREDENTIALS) or None) as http:
-        try:
-            resp = await http.get(url.rstrip("/") + "/agents")
-        except httpx.HTTPError as exc:
-            raise ClientError(f"cannot reach {url}: {exc}") from None
+    resp = await _get_agents(url)
     if resp.status_code != 200:
         raise ClientError(f"GET {url}/agents answered HTTP {resp.status_code}")
     data = resp.json()
     if as_json:
-        out.print_json(json.dumps(data))
+        emit_json(data)
         return
     for c in data.get("agents", []):
         out.print(f"[bold]{c['name']}[/]  {c['supportedInterfaces'][0]['url']}  — {c['description']}", highlight=False)
+
+
+async def _get_agents(url: str) -> Any:
+    """GET {url}/agents with the command's credentials (the httpx response); unreachable is one line."""
+    import httpx
+
+    async with httpx.AsyncClient(timeout=30, headers=dict(CREDENTIALS) or None) as http:
+        try:
+            return await http.get(url.rstrip("/") + "/agents")
+        except httpx.HTTPError as exc:
+            raise ClientError(f"cannot reach {url}: {exc}") from None
 
 
 @tasks_app.command("get")
@@ -840,47 +1038,155 @@ async def tasks_get(url: str, task_id: str, history_length: int | None = typer.O
         print_json(task) if as_json else print_task(task)
 
 
+TASK_TABLE = (Column("agent", keep=True), Column("task", keep=True), Column("state", keep=True),
+              Column("updated", rank=1), Column("context", rank=2))
+AGENT_URL = re.compile(r"/a2a/([^/]+)/?$")  # a Parley agent URL: {base}/a2a/{agent id}
+
+
+@dataclass
+class AgentTasks:
+    """One agent's page of tasks in `parley tasks list` (or why it could not be read)."""
+
+    agent: str
+    url: str
+    page: m.ListTasksResponse | None = None
+    error: str | None = None
+
+
+async def hosted_agents(url: str) -> list[str] | None:
+    """The ids of the agents a Parley server hosts (GET {url}/agents, in its order); None when `url` answers
+    no such list (another A2A server, or an agent's own URL)."""
+    resp = await _get_agents(url)
+    try:
+        cards = resp.json().get("agents") if resp.status_code == 200 else None
+    except (ValueError, AttributeError):
+        cards = None
+    if not isinstance(cards, list):
+        return None
+    ids: list[str] = []
+    for card in cards:
+        interfaces = card.get("supportedInterfaces") if isinstance(card, dict) else None
+        for iface in interfaces if isinstance(interfaces, list) else []:
+            found = AGENT_URL.search(urllib.parse.urlsplit(str(iface.get("url", "") if isinstance(iface, dict)
+                                                               else "")).path)
+            if found:  # the agent's id is the last segment of its URL, /a2a/{id}
+                if urllib.parse.unquote(found[1]) not in ids:
+                    ids.append(urllib.parse.unquote(found[1]))
+                break
+    return ids
+
+
+async def _agent_tasks(agent: str, url: str, request: dict[str, Any], version: str | None,
+                       binding: str | None, alone: bool) -> AgentTasks:
+    """One agent's page; when it is one of several, an error is kept (said as a warning) instead of raised."""
+    try:
+        async with await connect(url, version, binding) as client:
+            return AgentTasks(agent, url, await client.list(**request))
+    except (A2AError, ClientError) as exc:
+        if alone:
+            raise
+        message = exc.message if isinstance(exc, A2AError) else str(exc)
+        code = f" (A2A error {exc.code})" if isinstance(exc, A2AError) else ""
+        return AgentTasks(agent, url, error=cli_words(message) + code)
+
+
 @tasks_app.command("list")
 @run
 async def tasks_list(
-    url: str,
+    url: str = typer.Argument(..., help="A Parley server's base URL (every hosted agent's tasks), or one agent's "
+                                        "URL (/a2a/{agent}, or any A2A agent's)."),
+    agent: str | None = typer.Option(None, "--agent", "-a", help="Only this agent's tasks (its id; with a server's "
+                                     "base URL)."),
     context_id: str | None = typer.Option(None, "--context-id"),
     state: str | None = typer.Option(None, "--state", help="e.g. completed, working, input-required"),
-    page_size: int | None = typer.Option(None, "--page-size"),
-    page_token: str | None = typer.Option(None, "--page-token"),
+    page_size: int | None = typer.Option(None, "--page-size", help="At most this many tasks of each agent."),
+    page_token: str | None = typer.Option(None, "--page-token", help="The next page of one agent's tasks (as the "
+                                          "previous page said; with --agent when the URL is a server's)."),
     version: str | None = VersionOpt,
     binding: str | None = BindingOpt,
-    as_json: bool = JsonOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON document: tasks (A2A 1.0 Tasks, each with "
+                                 "its \"agent\"), totalSize, and agents (each with totalSize and nextPageToken)."),
 ) -> None:
-    """List tasks, newest first."""
+    """List tasks, newest first: every hosted agent's, with an agent column (a server's base URL), or one agent's."""
     st = None
     if state:
         try:
             st = m.TaskState("TASK_STATE_" + state.upper().replace("-", "_"))
         except ValueError:
             raise ClientError(f"unknown state {state!r}") from None
-    async with await connect(url, version, binding) as client:
-        page = await client.list(context_id=context_id, state=st, page_size=page_size, page_token=page_token)
-        if as_json:
-            print_json(page)
-            return
-        table = Table()
-        table.add_column("task", no_wrap=True, min_width=36)  # whole ids: they are what other commands take
-        table.add_column("state")
-        table.add_column("context", no_wrap=True, min_width=36)
-        table.add_column("updated")
-        for t in page.tasks:
-            table.add_row(t.id, _state(t.status.state), t.context_id, t.status.timestamp or "")
-        out.print(table)
-        out.print(f"{len(page.tasks)} of {page.total_size}" +
-                  (f"; next page: --page-token {page.next_page_token}" if page.next_page_token else ""),
-                  highlight=False)
+    base = url.rstrip("/")
+    named = AGENT_URL.search(urllib.parse.urlsplit(base).path)
+    if named is not None:  # an agent's own URL: that agent only
+        named_id = urllib.parse.unquote(named[1])
+        if agent is not None and agent != named_id:
+            usage_error(f"--agent {agent}: {url} is agent {named_id}'s URL; give the server's base URL with --agent")
+        targets = [(named_id, base)]
+    else:
+        hosted = await hosted_agents(base)
+        if hosted is None:  # not a Parley server: an A2A agent of its own
+            if agent is not None:
+                raise ClientError(f"{url} does not list its agents (GET /agents): give the agent's own URL "
+                                  "instead of --agent")
+            targets = [("-", base)]
+        elif agent is not None:
+            if agent not in hosted:
+                raise ClientError(f"no agent {agent!r} at {url} (the agents are: {', '.join(hosted) or 'none'})")
+            targets = [(agent, f"{base}/a2a/{urllib.parse.quote(agent, safe='')}")]
+        else:
+            targets = [(a, f"{base}/a2a/{urllib.parse.quote(a, safe='')}") for a in hosted]
+    if page_token is not None and len(targets) > 1:
+        usage_error("--page-token continues one agent's list: add --agent ID (the agent the token is for)")
+    request = {"context_id": context_id, "state": st, "page_size": page_size, "page_token": page_token}
+    alone = len(targets) == 1
+    pages = await asyncio.gather(*(_agent_tasks(a, u, request, version, binding, alone) for a, u in targets))
+    read = [p for p in pages if p.page is not None]
+    if not read:
+        raise ClientError("; ".join(f"{p.agent}: {p.error}" for p in pages) or f"{url} hosts no agents")
+    rows = sorted(((p.agent, t) for p in read for t in p.page.tasks),  # type: ignore[union-attr]
+                  key=lambda row: _sort_time(row[1].status.timestamp), reverse=True)
+    total = sum(p.page.total_size for p in read)  # type: ignore[union-attr]
+    if as_json:
+        doc: dict[str, Any] = {"tasks": [{**to_wire(t), "agent": a} for a, t in rows], "totalSize": total}
+        if alone:
+            doc["nextPageToken"] = read[0].page.next_page_token  # type: ignore[union-attr]
+        doc["agents"] = [{"id": p.agent, "url": p.url,
+                          **({"totalSize": p.page.total_size, "nextPageToken": p.page.next_page_token}
+                             if p.page is not None else {"error": p.error})} for p in pages]
+        emit_json(doc)
+    else:
+        print_table(TASK_TABLE, [[a, t.id, _state(t.status.state), when_utc(t.status.timestamp), t.context_id]
+                                 for a, t in rows])
+        summary = f"{len(rows)} of {total}"
+        if alone:
+            token = read[0].page.next_page_token  # type: ignore[union-attr]
+            out.print(summary + (f"; next page: --page-token {token}" if token else ""), highlight=False)
+        else:
+            out.print(summary + " (" + ", ".join(f"{p.agent} {p.page.total_size}" for p in read)  # type: ignore[union-attr]
+                      + ")", highlight=False)
+            for p in read:
+                if p.page.next_page_token:  # type: ignore[union-attr]
+                    out.print(f"next page of {p.agent}: --agent {p.agent} --page-token "
+                              f"{p.page.next_page_token}", highlight=False)  # type: ignore[union-attr]
+    for p in pages:
+        if p.error is not None:
+            warn(f"{p.agent}: its tasks are not listed: {p.error}")
+
+
+def _sort_time(timestamp: str | None) -> float:
+    """A task's status time as seconds, to sort newest first (0 when it has none, or one that does not parse)."""
+    from datetime import UTC, datetime
+
+    try:
+        moment = datetime.fromisoformat(str(timestamp))
+    except ValueError:
+        return 0.0
+    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
 
 
 @tasks_app.command("cancel")
 @run
 async def tasks_cancel(url: str, task_id: str, version: str | None = VersionOpt, binding: str | None = BindingOpt,
-                    as_json: bool = JsonOpt) -> None:
+                       as_json: bool = JsonOpt) -> None:
     """Cancel a task."""
     async with await connect(url, version, binding) as client:
         task = await client.cancel(task_id)
@@ -892,12 +1198,12 @@ async def tasks_cancel(url: str, task_id: str, version: str | None = VersionOpt,
 async def tasks_watch(url: str, task_id: str,
                       last_event_id: str | None = typer.Option(None, "--last-event-id", help="Replay after this id."),
                       version: str | None = VersionOpt, binding: str | None = BindingOpt,
-                    as_json: bool = JsonOpt) -> None:
+                      as_json: bool = StreamJsonOpt) -> None:
     """Follow a task's events live (resubscribe)."""
     async with await connect(url, version, binding) as client:
         printer = StreamPrinter()
         async for ev in client.resubscribe(task_id, last_event_id=last_event_id):
-            print_json(ev) if as_json else printer(ev)
+            emit_json_line(to_wire(ev)) if as_json else printer(ev)
 
 
 @tasks_app.command("prune")
@@ -930,7 +1236,7 @@ async def tasks_prune(
     else:
         result = await _prune_store(db, config_path, age_days, keep)
     if as_json:
-        out.print_json(json.dumps(result))
+        emit_json(result)
         return
     out.print(f"removed {result['removed']} finished task(s)", highlight=False)
 
@@ -977,7 +1283,7 @@ async def trace(url: str = typer.Argument(..., help="Agent URL (a Parley server'
     data = await _get_json(f"{url.rstrip('/')}/tasks/{task_id}/trace",
                            {"depth": depth} if depth is not None else None)
     if as_json:
-        out.print_json(json.dumps(data))
+        emit_json(data)
         return
 
     def label(node: dict[str, Any]) -> str:

@@ -6,8 +6,8 @@ import asyncio
 import json
 import os
 import queue
-import socket
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -280,17 +280,18 @@ def test_chat_ends_on_empty_line_or_eof(server: Any) -> None:
 def test_tasks_list_and_get(server: Any) -> None:
     ids = [ok_json("send", server.url, f"message {i}")["id"] for i in range(3)]
     asked = ok_json("send", server.url + "/a2a/interviewer", "a topic", code=4)
-    page = ok_json("tasks", "list", server.url)
+    page = ok_json("tasks", "list", server.url + "/a2a/echo")
     assert [t["id"] for t in page["tasks"]] == ids[::-1]
     assert page["totalSize"] == 3 and page["nextPageToken"] == ""
-    out = ok("tasks", "list", server.url)
+    assert [t["id"] for t in ok_json("tasks", "list", server.url)["tasks"]] == [asked["id"], *ids[::-1]]  # every agent
+    out = ok("tasks", "list", server.url, "--agent", "echo")
     for task_id in ids:
         assert task_id in out
-    assert "3 of 3" in out
-    out = ok("tasks", "list", server.url, "--page-size", "2")
+    assert "3 of 3" in out and asked["id"] not in out
+    out = ok("tasks", "list", server.url + "/a2a/echo", "--page-size", "2")
     assert "2 of 3" in out and "--page-token" in out
     token = out.split("--page-token", 1)[1].split()[0]
-    rest = ok_json("tasks", "list", server.url, "--page-size", "2", "--page-token", token)
+    rest = ok_json("tasks", "list", server.url, "--agent", "echo", "--page-size", "2", "--page-token", token)
     assert [t["id"] for t in rest["tasks"]] == [ids[0]]
     assert ok_json("tasks", "list", server.url, "--state", "completed")["totalSize"] == 3
     assert ok_json("tasks", "list", server.url, "--state", "working")["tasks"] == []
@@ -488,7 +489,8 @@ def test_serve_keeps_tasks_across_restarts(tmp_path: Path, serve_process: Any) -
     task = ok_json("tasks", "get", second.url, done["id"])
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
     assert artifact_text(task) == "remember me"
-    assert [t["id"] for t in ok_json("tasks", "list", second.url)["tasks"]] == [done["id"]]
+    assert [t["id"] for t in ok_json("tasks", "list", second.url, "--agent", "echo")["tasks"]] == [done["id"]]
+    assert {t["id"] for t in ok_json("tasks", "list", second.url)["tasks"]} == {done["id"], asked["id"]}
     # The interrupted conversation survives the restart and can be continued.
     again = ok_json("tasks", "get", second.url + "/a2a/interviewer", asked["id"])
     assert again["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
@@ -556,7 +558,7 @@ def test_send_exit_status_says_how_the_task_ended(serve: Any) -> None:
 def test_a_stream_piped_into_head_ends_quietly(server: Any) -> None:
     """`parley send --stream ... | head -1`: the reader leaves early; no BrokenPipe traceback."""
     cmd = " ".join([*PARLEY, "send", "--stream", server.url, "'" + "many words " * 400 + "'"]) + " | head -1"
-    done = subprocess.run(["bash", "-c", f"set -o pipefail; {cmd}"], capture_output=True, text=True, env=ENV,
+    done = subprocess.run(["bash", "-c", f"set -o pipefail; {cmd}"], check=False, capture_output=True, text=True, env=ENV,
                           timeout=TIMEOUT)
     assert len(done.stdout.splitlines()) == 1
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
@@ -578,7 +580,7 @@ def test_card_lists_each_interface_once_and_tasks_list_shows_whole_ids(server: A
     lines = [line.split() for line in ok("card", server.url).splitlines() if "http://" in line]
     assert len(lines) == len({tuple(x) for x in lines}) >= 4
     task = ok_json("send", server.url, "an id to read")
-    narrow = subprocess.run([*PARLEY, "tasks", "list", server.url], capture_output=True, text=True,
+    narrow = subprocess.run([*PARLEY, "tasks", "list", server.url], check=False, capture_output=True, text=True,
                             env={**ENV, "COLUMNS": "80"}, timeout=TIMEOUT)
     assert narrow.returncode == 0 and task["id"] in narrow.stdout, narrow.stdout
 
@@ -591,8 +593,8 @@ def test_a_busy_port_is_reported_before_the_banner(tmp_path: Path) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = subprocess.run([*PARLEY, "serve", "--port", str(port), "--memory"], cwd=tmp_path, capture_output=True,
-                              text=True, env=ENV, timeout=TIMEOUT)
+        done = subprocess.run([*PARLEY, "serve", "--port", str(port), "--memory"], check=False, cwd=tmp_path,
+                              capture_output=True, text=True, env=ENV, timeout=TIMEOUT)
     line = assert_one_error_line(done, f"cannot listen on 127.0.0.1:{port}")
     assert "serving" not in done.stderr, line
     assert not (tmp_path / ".parley").exists()
@@ -604,12 +606,12 @@ def test_a_refused_start_leaves_no_parley_directory_but_keeps_one_that_existed(t
     fresh = tmp_path / "fresh"
     fresh.mkdir()
     args = [*PARLEY, "serve", "--host", "0.0.0.0", "--port", str(free_port())]
-    done = subprocess.run(args, cwd=fresh, capture_output=True, text=True, env=ENV, timeout=TIMEOUT)
+    done = subprocess.run(args, cwd=fresh, check=False, capture_output=True, text=True, env=ENV, timeout=TIMEOUT)
     assert_one_error_line(done, "no credentials are configured")
     assert not (fresh / ".parley").exists()
     kept = tmp_path / "kept"
     (kept / ".parley").mkdir(parents=True)
     (kept / ".parley" / "notes.txt").write_text("mine")
-    done = subprocess.run(args, cwd=kept, capture_output=True, text=True, env=ENV, timeout=TIMEOUT)
+    done = subprocess.run(args, cwd=kept, check=False, capture_output=True, text=True, env=ENV, timeout=TIMEOUT)
     assert done.returncode == 1
     assert (kept / ".parley" / "notes.txt").read_text() == "mine"

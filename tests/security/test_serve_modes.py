@@ -17,6 +17,7 @@ card's `securitySchemes` tell clients what is required) and section 3.3.2 (authe
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections.abc import Iterator
@@ -217,6 +218,7 @@ def test_purge_after_revoking_every_key_is_the_way_back_to_development_mode(db: 
     purged = ok("keys", "purge", "--db", db)
     assert "purged 1" in purged.stdout and "0 left" in purged.stdout and "development mode" in purged.stderr
     assert keys_json("--db", db) == []
+    assert json.loads(ok("keys", "purge", "--db", db, "--json").stdout) == {"purged": [], "left": 0}
     with served("--db", db) as srv:
         assert len(warning_lines(srv.stderr)) == 1
         assert send_jsonrpc(srv.url, "hello", token=None).status_code == 200

@@ -31,6 +31,17 @@ from parley.protocol.states import is_settled, is_terminal
 DEFAULT_TIMEOUT = httpx.Timeout(30.0, read=None)
 RESUME_ATTEMPTS = 5
 
+Push = m.TaskPushNotificationConfig | str  # a webhook: its URL alone, or a whole config (token, authentication)
+
+
+def push_config(push: Push | None) -> m.TaskPushNotificationConfig | None:
+    """The push-notification config `push` stands for (a bare URL becomes a config with that URL)."""
+    if push is None or isinstance(push, m.TaskPushNotificationConfig):
+        return push
+    if not isinstance(push, str) or not push.strip():
+        raise ClientError(f"push must be a webhook URL or a TaskPushNotificationConfig, not {push!r}")
+    return m.TaskPushNotificationConfig(url=push)
+
 
 def user_message(text: str | None = None, *, parts: list[m.Part] | None = None, task_id: str | None = None,
                  context_id: str | None = None, reference_task_ids: list[str] | None = None,
@@ -105,29 +116,37 @@ class A2AClient:
     # --- operations ------------------------------------------------------------
 
     def _request(self, message: m.Message | str, task_id: str | None, context_id: str | None,
-                 blocking: bool, history_length: int | None) -> m.SendMessageRequest:
+                 blocking: bool, history_length: int | None, push: Push | None = None) -> m.SendMessageRequest:
+        """The SendMessage params: the message, and its configuration (blocking, history, webhook)."""
         msg = message if isinstance(message, m.Message) else user_message(message)
         if task_id is not None:
             msg.task_id = task_id
         if context_id is not None:
             msg.context_id = context_id
-        conf = m.SendMessageConfiguration(return_immediately=not blocking, history_length=history_length)
+        conf = m.SendMessageConfiguration(return_immediately=not blocking, history_length=history_length,
+                                          task_push_notification_config=push_config(push))
         return m.SendMessageRequest(message=msg, configuration=conf)
 
     async def send(self, message: m.Message | str, *, task_id: str | None = None, context_id: str | None = None,
-                   blocking: bool = True, history_length: int | None = None) -> m.Task | m.Message:
-        """Send a message; by default waits until the task finishes or asks for input."""
-        req = self._request(message, task_id, context_id, blocking, history_length)
+                   blocking: bool = True, history_length: int | None = None,
+                   push: Push | None = None) -> m.Task | m.Message:
+        """Send a message; by default waits until the task finishes or asks for input.
+
+        `push` registers a webhook with the message (a URL, or a TaskPushNotificationConfig with a token):
+        the server POSTs the task's changes to it (A2A `taskPushNotificationConfig`; 0.3
+        `pushNotificationConfig`).
+        """
+        req = self._request(message, task_id, context_id, blocking, history_length, push)
         return await self.transport.call(Operation.SEND, req)
 
     async def stream(self, message: m.Message | str, *, task_id: str | None = None,
-                     context_id: str | None = None) -> AsyncIterator[m.StreamEvent]:
+                     context_id: str | None = None, push: Push | None = None) -> AsyncIterator[m.StreamEvent]:
         """Send a message and yield the task's events as they happen.
 
         If the connection drops before the task settles, the stream is resumed
-        with `SubscribeToTask` from the last event id seen.
+        with `SubscribeToTask` from the last event id seen. `push` registers a webhook, as in `send`.
         """
-        req = self._request(message, task_id, context_id, True, None)
+        req = self._request(message, task_id, context_id, True, None, push)
         async with aclosing(self._resilient(self.transport.stream(Operation.STREAM, req))) as items:
             async for item in items:  # closed with this generator, in its task (not by the garbage collector)
                 yield item
