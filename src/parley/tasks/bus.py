@@ -97,10 +97,11 @@ class EventBus(ABC):
 class LocalSubscription(Subscription):
     """A bounded buffer of one subscriber in this process, filled by its bus's :class:`Fanout`."""
 
-    def __init__(self, fanout: Fanout, task_id: str, limit: int) -> None:
+    def __init__(self, fanout: Fanout, task_id: str, limit: int, after: int = 0) -> None:
         self._fanout = fanout
         self.task_id = task_id
         self.limit = limit
+        self.after = after  # entries up to here the subscriber has: a notice of them that comes late is dropped
         self._items: list[Entry] = []
         self._lagged = False
         self._ended = False
@@ -112,7 +113,12 @@ class LocalSubscription(Subscription):
             waiter.set_result(None)
 
     def push(self, entries: Sequence[Entry]) -> None:
-        """Buffer published entries; past `limit`, drop them all and tell the reader to re-read the store."""
+        """Buffer published entries (those after `after`); past `limit`, drop them all and tell the reader to re-read
+        the store."""
+        if entries and entries[0].seq <= self.after:
+            entries = [e for e in entries if e.seq > self.after]
+            if not entries:
+                return
         if not self._lagged:
             if len(self._items) + len(entries) > self.limit:
                 self._items.clear()
@@ -179,8 +185,8 @@ class Fanout:
         self._handlers: list[CancelHandler] = []
         self.ended = False
 
-    def subscribe(self, task_id: str) -> LocalSubscription:
-        sub = LocalSubscription(self, task_id, self.buffer)
+    def subscribe(self, task_id: str, after: int = 0) -> LocalSubscription:
+        sub = LocalSubscription(self, task_id, self.buffer, after)
         if self.ended:
             sub.end()
         self.subscribers.setdefault(task_id, set()).add(sub)
@@ -282,7 +288,7 @@ class LocalBus(FanoutBus):
     """The in-process bus: followers and the engine share one event loop."""
 
     def subscribe(self, task_id: str, after: int = 0) -> Subscription:
-        return self._fanout.subscribe(task_id)
+        return self._fanout.subscribe(task_id, after)
 
     async def publish(self, task_id: str, entries: Sequence[Entry]) -> None:
         self._fanout.deliver(task_id, entries)

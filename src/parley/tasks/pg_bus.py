@@ -148,7 +148,9 @@ class PostgresBus(FanoutBus):
 
     def subscribe(self, task_id: str, after: int = 0) -> Subscription:
         self._require()
-        return self._fanout.subscribe(task_id)  # `after` is not needed: see the module's docstring
+        # No history to read from `after` (see the module's docstring); a notice of entries up to it that arrives
+        # after this call (published before it) is dropped by the subscription.
+        return self._fanout.subscribe(task_id, after)
 
     def notice(self, task_id: str, entries: Sequence[Entry]) -> tuple[str, str]:
         """(channel, payload) of the notification of `entries`: the entries themselves, or, too big for a

@@ -187,7 +187,7 @@ class RedisBus(FanoutBus):
 
     def subscribe(self, task_id: str, after: int = 0) -> Subscription:
         self._require()
-        sub = self._fanout.subscribe(task_id)
+        sub = self._fanout.subscribe(task_id, after)
         if task_id not in self._cursors:
             # Read from `after`. A task already read keeps its cursor: what it skips was handed out (or
             # known to be committed) before this call, so this subscriber finds it in the store.
