@@ -65,6 +65,7 @@ sys.path.insert(0, str(HERE))
 
 from compare import OUT, ServerProc, cpu_pressure, fmt, free_port
 from loadgen import percentile, process_cpu, sse_events
+from resources import raise_fd_limit
 from targets import GEN_CPU, SERVER_CPU, machine
 
 SERVERS = ("sqlite", "memory", "sdk", "js")
@@ -234,13 +235,16 @@ def wave(server: ServerProc, streams: int, tokens: int, interval_ms: int, args: 
     start_at = time.time() + 2.0 + 0.3 * procs  # the generators import aiohttp and uvloop first
     run = f"{os.getpid():x}{int(start_at * 1000) % 10**8:x}"
     share = [streams // procs + (1 if k < streams % procs else 0) for k in range(procs)]
-    gens, first = [], 0
-    for count in share:
+    gens, files, first = [], [], 0
+    folder = Path(tempfile.mkdtemp(prefix="gen-", dir=args.tmp))
+    for k, count in enumerate(share):
         cmd = ["taskset", "-c", str(GEN_CPU), sys.executable, str(Path(__file__).resolve()), "_gen",
                "--url", server.url, "--run", run, "--first", str(first), "--count", str(count),
                "--total", str(streams), "--tokens", str(tokens), "--interval-ms", str(interval_ms),
                "--start-at", repr(start_at), "--stagger", repr(stagger)]
-        gens.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+        files.append((folder / f"{k}.json", folder / f"{k}.err"))
+        with open(files[-1][0], "wb") as out, open(files[-1][1], "wb") as err:  # files: no pipe to fill up
+            gens.append(subprocess.Popen(cmd, stdout=out, stderr=err))
         first += count
     pid = server.pid
     idle_rss = rss_kib(pid)
@@ -255,16 +259,18 @@ def wave(server: ServerProc, streams: int, tokens: int, interval_ms: int, args: 
             samples.append((round(time.time() - t0, 2), r))
         time.sleep(0.2)  # RSS sampling while the generators run
     cpu1, io1, t1 = process_cpu(pid), write_bytes(pid), time.time()
-    for g in gens:
+    for g, (out_path, err_path) in zip(gens, files, strict=True):
         try:
-            out, err = g.communicate(timeout=30)
+            g.wait(timeout=30)
         except subprocess.TimeoutExpired:
             g.kill()
-            out, err = g.communicate()
+            g.wait()
+        out, err = out_path.read_bytes(), err_path.read_text(errors="replace")
         if g.returncode != 0 or not out:
-            outs.append({"failed": True, "stderr": err.decode()[-1500:]})
+            outs.append({"failed": True, "stderr": f"exit {g.returncode}: {err[-1500:]}"})
         else:
             outs.append(json.loads(out))
+    shutil.rmtree(folder, ignore_errors=True)
     if not record:
         return {"failed": any(o.get("failed") for o in outs), "outs": outs}
     good = [o for o in outs if not o.get("failed")]
@@ -348,6 +354,10 @@ def summarise(runs: list[dict]) -> dict[str, Any]:
         if any(r["server_cores"] is not None for r in runs) else None,
         gen_cores=statistics.median(r["gen_cores"] for r in runs), gen_cores_max=max(r["gen_cores"] for r in runs),
         gen_lag_max=max((r["gen_lag_ms"]["max"] or 0) for r in runs),
+        gen_lag_p99=max((r["gen_lag_ms"]["p99"] or 0) for r in runs),
+        gen_us_per_token=statistics.median(r["gen_cpu_s"] / r["tokens_delivered"] * 1e6
+                                           for r in runs if r["tokens_delivered"]) if any(
+                                               r["tokens_delivered"] for r in runs) else None,
     )
     return out
 
@@ -390,7 +400,8 @@ def report(summary: dict, args: argparse.Namespace, env: dict, stamp: str, elaps
             f"{' (src modified)' if env['git'].get('dirty_src') else ''}, a2a-sdk {env['packages'].get('a2a-sdk')}, "
             f"@a2a-js/sdk {env.get('a2a_js_sdk')} on Node {env.get('node')}.")
     notes = [f"- {LABEL[n]}: errors {s['errors']}; {s['tokens_delivered']:,} of {s['tokens_expected']:,} tokens; "
-             f"generator event-loop lag max {s['gen_lag_max']:.1f} ms, generator cores max {s['gen_cores_max']:.2f}"
+             f"generator: {fmt(s['gen_us_per_token'])} µs CPU per token, cores max {s['gen_cores_max']:.2f}, "
+             f"event-loop lag p99 {s['gen_lag_p99']:.1f} ms, max {s['gen_lag_max']:.1f} ms"
              for n, s in summary.items()]
     return "\n".join([head, "", table(summary, [n for n in args.servers if n in summary]), "", *notes])
 
@@ -449,9 +460,11 @@ def main() -> None:
         gen_entry(sys.argv[2:])
         return
     args = parse_args(sys.argv[1:])
+    raise_fd_limit()  # 1,000 streams: the servers and generators inherit it
     OUT.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     tmp = Path(tempfile.mkdtemp(prefix="parley-llm-"))
+    args.tmp = tmp
     env = machine()
     versions(env)
     per_wave = args.tokens * args.interval_ms / 1000 + 4

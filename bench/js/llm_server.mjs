@@ -93,4 +93,4 @@ const server = app.listen(Number(opts.port), opts.host, () => {
   if (opts['log-level'] !== 'warning') console.log(`@a2a-js/sdk LLM server at ${url}`);
 });
 server.keepAliveTimeout = 75_000;
-for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => server.close(() => process.exit(0)));
+for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(0)); // streams in flight are dropped
