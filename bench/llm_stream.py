@@ -6,7 +6,7 @@
     python bench/llm_stream.py --quick          # smoke test: 10 streams x 20 tokens, 1 round (about 30 s)
     python bench/llm_stream.py --servers memory,js --streams 50 --tokens 100 --interval-ms 20
 
-Servers (each started once, pinned to CPU 0 with taskset; every load generator process runs on CPU 1):
+Servers (a fresh process for every wave, pinned to CPU 0 with taskset; the load generator runs on CPU 1):
 
   sqlite  `parley serve --app llm_agents:app --db <tmp>/l.db`: Parley with its default (SQLite) store
   memory  `parley serve --app llm_agents:app --memory`
@@ -19,7 +19,9 @@ every INTERVAL_MS on a fixed schedule, each an artifact update whose text " t<i>
 the wall clock (time.time_ns) at the moment the agent emitted it. The client is A2A 1.0 JSON-RPC
 SendStreamingMessage over SSE (aiohttp on uvloop); all four servers speak it.
 
-A round runs one wave per server (the order rotates from round to round): --streams streams, their starts
+A round runs one wave per server (the order rotates from round to round), each on a freshly started server
+after an unrecorded warm-up of 4 short streams (so no wave inherits a heap or a store another one grew):
+--streams streams, their starts
 spread evenly over one token interval (as independent users' requests are; --stagger-ms), each read to its
 end. Per wave, over the window from the first send to the last stream's end:
 
@@ -470,44 +472,42 @@ def main() -> None:
     per_wave = args.tokens * args.interval_ms / 1000 + 4
     print(f"# llm-stream {stamp}: {args.streams} streams x {args.tokens} tokens every {args.interval_ms} ms, "
           f"{args.rounds} round(s) x {len(args.servers)} servers, about "
-          f"{(args.rounds + 0.3) * len(args.servers) * per_wave / 60:.1f} min; load average "
+          f"{args.rounds * len(args.servers) * (per_wave + 4) / 60:.1f} min; load average "
           f"{env['loadavg_start'][0]:.2f}; logs in {tmp}", flush=True)
-    servers = {}
-    for name in args.servers:
-        port = free_port()
-        cmd, extra = server_cmd(name, port, tmp)
-        servers[name] = ServerProc(name, cmd, port, tmp / f"{name}.log", env=extra)
+    commands: dict[str, list[str]] = {}
     runs: list[dict] = []
     t0 = time.time()
-    try:
-        for s in servers.values():
-            s.start()
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, {GEN_CPU})  # this process only samples; keep it off the servers' core
-        for name, s in servers.items():  # unrecorded warm-up: a few short streams, which must succeed
-            w = wave(s, min(4, args.streams), 5, args.interval_ms, args, record=False)
-            if w["failed"] or any(o.get("ok") != o.get("streams") for o in w["outs"]):
-                raise SystemExit(f"warm-up against {name} failed: {json.dumps(w['outs'])[:1500]}; see {s.log_path}")
-        for rnd in range(args.rounds):
-            shift = rnd % len(args.servers)
-            for name in args.servers[shift:] + args.servers[:shift]:
-                time.sleep(1.0)  # let the previous wave's connections close
-                r = wave(servers[name], args.streams, args.tokens, args.interval_ms, args)
-                r.update(server=name, round=rnd)
-                runs.append(r)
-                print(f"  [{rnd}] {LABEL[name]:17s} cpu {fmt(r['cpu_us_per_token'])} µs/token, delay p50/p99/max "
-                      f"{fmt(r['delay_ms']['p50'])}/{fmt(r['delay_ms']['p99'])}/{fmt(r['delay_ms']['max'])} ms, "
-                      f"ttfe p50 {fmt(r['ttfe_ms']['p50'])} ms, disk {fmt(r['disk_bytes_per_token'], 0)} B/token, "
-                      f"rss {fmt(r['rss_kib_per_stream'])} KiB/stream, server {r['server_cores']} cores, "
-                      f"gen {r['gen_cores']} cores (lag max {r['gen_lag_ms']['max']} ms), "
-                      f"failed {r['streams_failed']}, order {r['order_errors']}"
-                      + (f" {r['errors']}" if r["errors"] else ""), flush=True)
-    finally:
-        for s in servers.values():
-            with contextlib.suppress(Exception):
-                s.stop()
-        for f in tmp.glob("l.db*"):
-            f.unlink()
+    with contextlib.suppress(OSError):
+        os.sched_setaffinity(0, {GEN_CPU})  # this process only samples; keep it off the servers' core
+    for rnd in range(args.rounds):
+        shift = rnd % len(args.servers)
+        for name in args.servers[shift:] + args.servers[:shift]:
+            port = free_port()
+            cmd, extra = server_cmd(name, port, tmp)
+            commands[name] = cmd
+            s = ServerProc(name, cmd, port, tmp / f"{name}-{rnd}.log", env=extra)  # a fresh process per wave
+            try:
+                s.start()
+                w = wave(s, min(4, args.streams), 5, args.interval_ms, args, record=False)  # unrecorded warm-up
+                if w["failed"] or any(o.get("ok") != o.get("streams") for o in w["outs"]):
+                    raise SystemExit(f"warm-up against {name} failed: {json.dumps(w['outs'])[:1500]}; "
+                                     f"see {s.log_path}")
+                time.sleep(1.0)  # the warm-up's connections close before the idle RSS is read
+                r = wave(s, args.streams, args.tokens, args.interval_ms, args)
+            finally:
+                with contextlib.suppress(Exception):
+                    s.stop()
+                for f in tmp.glob("l.db*"):
+                    f.unlink()
+            r.update(server=name, round=rnd)
+            runs.append(r)
+            print(f"  [{rnd}] {LABEL[name]:17s} cpu {fmt(r['cpu_us_per_token'])} µs/token, delay p50/p99/max "
+                  f"{fmt(r['delay_ms']['p50'])}/{fmt(r['delay_ms']['p99'])}/{fmt(r['delay_ms']['max'])} ms, "
+                  f"ttfe p50 {fmt(r['ttfe_ms']['p50'])} ms, disk {fmt(r['disk_bytes_per_token'], 0)} B/token, "
+                  f"rss {fmt(r['rss_kib_per_stream'])} KiB/stream, server {r['server_cores']} cores, "
+                  f"gen {r['gen_cores']} cores (lag max {r['gen_lag_ms']['max']} ms), "
+                  f"failed {r['streams_failed']}, order {r['order_errors']}"
+                  + (f" {r['errors']}" if r["errors"] else ""), flush=True)
     elapsed = time.time() - t0
     env["loadavg_end"] = os.getloadavg()
     summary = {name: summarise(mine) for name in args.servers if (mine := [r for r in runs if r["server"] == name])}
@@ -516,7 +516,7 @@ def main() -> None:
     print(text)
     result = {"stamp": stamp, "command": shlex.join([Path(sys.executable).name, *sys.argv]), "config": vars(args),
               "smoke_test": args.quick, "environment": env, "elapsed_s": round(elapsed, 1),
-              "servers": {name: s.cmd for name, s in servers.items()}, "summary": summary, "runs": runs,
+              "servers": commands, "summary": summary, "runs": runs,
               "logs": str(tmp)}
     (OUT / f"llm-stream-{stamp}.json").write_text(json.dumps(result, indent=1, default=str))
     (OUT / f"llm-stream-{stamp}.md").write_text(text + "\n")
