@@ -159,7 +159,7 @@ async def gen_main(a: argparse.Namespace) -> dict[str, Any]:
     tick = asyncio.get_running_loop().create_task(ticker())
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     w0 = time.perf_counter()
-    timeout = aiohttp.ClientTimeout(total=a.tokens * a.interval_ms / 1000 + a.stagger * a.total + 120)
+    timeout = aiohttp.ClientTimeout(total=a.tokens * a.interval_ms / 1000 + a.stagger * a.total + a.timeout)
     connector = aiohttp.TCPConnector(limit=a.count, limit_per_host=a.count)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False) as session:
         await asyncio.gather(*(one(session, a.first + k) for k in range(a.count)))
@@ -179,7 +179,7 @@ async def gen_main(a: argparse.Namespace) -> dict[str, Any]:
 def gen_entry(argv: list[str]) -> None:
     ap = argparse.ArgumentParser(prog="llm_stream.py _gen")
     for name, typ in (("url", str), ("run", str), ("first", int), ("count", int), ("total", int), ("tokens", int),
-                      ("interval_ms", int), ("start_at", float), ("stagger", float)):
+                      ("interval_ms", int), ("start_at", float), ("stagger", float), ("timeout", float)):
         ap.add_argument(f"--{name.replace('_', '-')}", type=typ, required=True)
     a = ap.parse_args(argv)
     import uvloop
@@ -243,7 +243,7 @@ def wave(server: ServerProc, streams: int, tokens: int, interval_ms: int, args: 
         cmd = ["taskset", "-c", str(GEN_CPU), sys.executable, str(Path(__file__).resolve()), "_gen",
                "--url", server.url, "--run", run, "--first", str(first), "--count", str(count),
                "--total", str(streams), "--tokens", str(tokens), "--interval-ms", str(interval_ms),
-               "--start-at", repr(start_at), "--stagger", repr(stagger)]
+               "--start-at", repr(start_at), "--stagger", repr(stagger), "--timeout", str(args.timeout)]
         files.append((folder / f"{k}.json", folder / f"{k}.err"))
         with open(files[-1][0], "wb") as out, open(files[-1][1], "wb") as err:  # files: no pipe to fill up
             gens.append(subprocess.Popen(cmd, stdout=out, stderr=err))
@@ -253,7 +253,7 @@ def wave(server: ServerProc, streams: int, tokens: int, interval_ms: int, args: 
     time.sleep(max(0.0, start_at - time.time()))
     cpu0, io0, t0 = process_cpu(pid), write_bytes(pid), time.time()
     peak, samples, outs = idle_rss or 0, [], []
-    deadline = t0 + tokens * interval_ms / 1000 + streams * stagger + 180
+    deadline = t0 + tokens * interval_ms / 1000 + streams * stagger + args.timeout + 60
     while any(g.poll() is None for g in gens) and time.time() < deadline:
         r = rss_kib(pid)
         if r is not None:
@@ -421,6 +421,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--interval-ms", type=int, default=None, help="ms between tokens (overrides the preset)")
     ap.add_argument("--stagger-ms", type=float, default=None,
                     help="spread the streams' starts over this many ms (default: one token interval; 0: all at once)")
+    ap.add_argument("--timeout", type=float, default=120.0,
+                    help="seconds a stream may take beyond its length before it counts as failed (timeout)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--servers", default=",".join(SERVERS), help=f"comma-separated, of {','.join(SERVERS)}")
     ap.add_argument("--gen-procs", type=int, default=0, help="load generator processes (0: one per 500 streams)")
