@@ -115,9 +115,12 @@ async def start_grpc(handler: DefaultRequestHandler, host: str, port: int):
     return server
 
 
-def create_app(url: str, grpc_host: str = "127.0.0.1", grpc_port: int | None = None) -> Starlette:
+def create_app(url: str, grpc_host: str = "127.0.0.1", grpc_port: int | None = None,
+               executor: AgentExecutor | None = None) -> Starlette:
+    """The server's app; `executor` (default: EchoExecutor) does the agent's work (bench/sdk_llm_server.py)."""
     card = agent_card(url, f"{grpc_host}:{grpc_port}" if grpc_port else None)
-    handler = DefaultRequestHandler(agent_executor=EchoExecutor(), task_store=InMemoryTaskStore(), agent_card=card)
+    handler = DefaultRequestHandler(agent_executor=executor or EchoExecutor(), task_store=InMemoryTaskStore(),
+                                    agent_card=card)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette):
