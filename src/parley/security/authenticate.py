@@ -9,6 +9,12 @@ is open: every caller is the anonymous principal (development mode, loopback onl
 
 Keys are read from `X-API-Key`, or from `Authorization: Bearer pk_...`; any other bearer token
 is a JWT for the configured issuer.
+
+Principals are one namespace for what callers name themselves (a token's `sub` "alice" and a key made
+with `--principal alice` are the same caller, by design), but the server's own names are not a token's
+to take: `key:<id>` (a key's own principal), `admin` (the environment's admin key), `anonymous` (an
+open server's callers), and `token:...`. A token whose subject is one of those is the principal
+`token:<subject>` instead (:func:`token_principal`), so it never reads their tasks.
 """
 
 from __future__ import annotations
@@ -23,6 +29,9 @@ from parley.security.keys import ADMIN, KeyStore
 from parley.server.access import ANONYMOUS, Access, Credentials, Principal
 
 API_KEY_HEADER = "X-API-Key"
+TOKEN_PREFIX = "token:"
+RESERVED_PREFIXES = ("key:", TOKEN_PREFIX)  # key:<id> is an API key's own principal
+RESERVED_NAMES = frozenset({"admin", "anonymous"})  # the environment's admin key; an open server's callers
 SECURED_CACHE_SECONDS = 1.0  # how long "are there active keys?" is remembered (a key made by the CLI counts soon)
 
 
@@ -94,7 +103,16 @@ class CredentialAuthenticator:
         if self.jwt is None:
             raise self.refuse("The bearer token is not an API key of this server, and no token issuer is configured")
         identity = await self.jwt.verify(token)  # UnauthenticatedError with its own challenge
-        return Principal(identity.principal, kind="token", scopes=identity.scopes)
+        return Principal(token_principal(identity.principal), kind="token", scopes=identity.scopes)
+
+
+def token_principal(subject: str) -> str:
+    """The principal a token's subject names: the subject itself, unless it is one of the server's own names
+    (`key:<id>`, `admin`, `anonymous`, or already `token:...`): then `token:<subject>`. One to one: no two
+    subjects give the same principal, and no token gives a key's or the admin key's."""
+    if subject.startswith(RESERVED_PREFIXES) or subject in RESERVED_NAMES:
+        return TOKEN_PREFIX + subject
+    return subject
 
 
 def presented(headers: Mapping[str, str]) -> tuple[str | None, str | None]:
@@ -110,4 +128,5 @@ def _quoted(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', "'")
 
 
-__all__ = ["API_KEY_HEADER", "CredentialAuthenticator", "presented"]
+__all__ = ["API_KEY_HEADER", "RESERVED_NAMES", "RESERVED_PREFIXES", "TOKEN_PREFIX", "CredentialAuthenticator",
+           "presented", "token_principal"]
