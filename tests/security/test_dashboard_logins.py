@@ -1,10 +1,12 @@
-"""Dashboard logins over real HTTP (a live server on 127.0.0.1, secured by an admin key from the environment):
-what the login page may say, and what logging out ends.
+"""Dashboard logins and failed authentications over real HTTP (a live server on 127.0.0.1, secured by an admin key
+from the environment): what the login page may say, what logging out ends, and how guessing is slowed.
 
 - The login page shows only the server's own messages: `?message=` is a code mapped to fixed texts, so a link
   to the login page cannot make it say something else under this server's name (phishing).
 - Logging out revokes the session on the server: a copy of the cookie taken before the logout opens nothing
   afterwards (the login page for a page, 401 for an action).
+- Failed authentications (bad API keys, wrong dashboard logins) are counted per client address: past the limit
+  the address gets 429 + Retry-After, whatever it sends, until the failures leave the window.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from parley.security.failures import FailureThrottle, client_address
 from parley.serve import default_app
-from parley.settings import AuthSettings, Settings
+from parley.settings import AuthSettings, LimitSettings, Settings
 from parley.web.session import COOKIE
 from support import LiveServer
 
@@ -103,3 +106,110 @@ def test_logging_in_again_after_a_logout_works(server: LiveServer) -> None:
         assert http.get("/ui/tasks").status_code == 303
         assert log_in(http).status_code == 303
         assert http.get("/ui/tasks").status_code == 200
+
+
+# --- item 14: failed logins and bad keys are throttled per client address ---------------------------------------
+
+
+LIMIT = 3
+
+
+@pytest.fixture
+def strict(monkeypatch: pytest.MonkeyPatch) -> Iterator[LiveServer]:
+    """A secured server that refuses an address after LIMIT failed authentications in a minute."""
+    monkeypatch.setenv(ADMIN_ENV, ADMIN_KEY)
+    app = default_app()
+    app.settings = Settings(db="memory", auth=AuthSettings(admin_key_env=ADMIN_ENV),
+                            limits=LimitSettings(auth_failures=LIMIT, auth_failure_window_seconds=60))
+    srv = LiveServer(app).start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def throttle_of(srv: LiveServer) -> FailureThrottle:
+    return srv.server.config.app.state.parley.security.failures
+
+
+def get_task(srv: LiveServer, key: str | None, **headers: str) -> httpx.Response:
+    if key is not None:
+        headers["X-API-Key"] = key
+    return httpx.post(f"{srv.url}/a2a/echo", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask",
+                                                   "params": {"id": "nope"}},
+                      headers={"A2A-Version": "1.0", **headers}, timeout=WAIT)
+
+
+def test_bad_api_keys_are_throttled_per_address(strict: LiveServer) -> None:
+    """LIMIT refused keys from one address: 401 each; then that address gets 429 + Retry-After (-32012) whatever it
+    sends, the right key included, on the API and the dashboard login alike; another client (a trusted proxy's
+    X-Forwarded-For) is not affected; once the failures leave the window, the address is let in again."""
+    for i in range(LIMIT):
+        resp = get_task(strict, f"pk_0000000000000000_wrong{i}")
+        assert resp.status_code == 401, resp.text
+    refused = get_task(strict, ADMIN_KEY)
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == -32012, refused.text
+    assert 1 <= int(refused.headers["Retry-After"]) <= 60
+    with httpx.Client(base_url=strict.url, timeout=WAIT) as http:
+        login = log_in(http)
+        assert login.status_code == 429 and "Too many failed logins" in login.text
+        assert 1 <= int(login.headers["Retry-After"]) <= 60
+    other = get_task(strict, ADMIN_KEY, **{"X-Forwarded-For": "203.0.113.7"})  # 127.0.0.1 is a trusted proxy
+    assert other.status_code == 200 and other.json()["error"]["code"] == -32001, other.text  # in, no such task
+    clock = throttle_of(strict).clock
+    throttle_of(strict).clock = lambda: clock() + 61
+    assert get_task(strict, ADMIN_KEY).status_code == 200
+
+
+def test_failed_dashboard_logins_are_throttled(strict: LiveServer) -> None:
+    """LIMIT wrong logins: 401 each; the next login, even with the admin key, is 429 with Retry-After, and so is the
+    API from that address."""
+    with httpx.Client(base_url=strict.url, timeout=WAIT) as http:
+        for i in range(LIMIT):
+            assert log_in(http, f"not-the-key-{i}").status_code == 401
+        again = log_in(http)
+        assert again.status_code == 429 and "Retry-After" in again.headers
+        assert http.get("/ui/tasks").status_code == 303  # not logged in
+    assert get_task(strict, ADMIN_KEY).status_code == 429
+
+
+def test_requests_without_credentials_are_not_counted(strict: LiveServer) -> None:
+    """A request with no credential is no guess: many of them get 401, and the key still works afterwards."""
+    for _ in range(LIMIT * 3):
+        assert get_task(strict, None).status_code == 401
+    assert get_task(strict, ADMIN_KEY).status_code == 200
+
+
+def test_the_throttle_counts_in_a_sliding_window() -> None:
+    """FailureThrottle on its own: refused at the limit, for as long as the oldest failure stays in the window;
+    unknown addresses (in-process calls) are never counted; None turns it off."""
+    now = [100.0]
+    throttle = FailureThrottle(2, 10.0, clock=lambda: now[0])
+    throttle.failed("198.51.100.1")
+    now[0] = 104.0
+    assert throttle.retry_after("198.51.100.1") is None
+    throttle.failed("198.51.100.1")
+    assert throttle.retry_after("198.51.100.1") == 6  # until the failure at 100 is 10 s old
+    assert throttle.retry_after("198.51.100.2") is None
+    now[0] = 110.0
+    assert throttle.retry_after("198.51.100.1") is None  # the first left the window
+    throttle.failed(None)
+    assert throttle.retry_after(None) is None
+    off = FailureThrottle(None)
+    for _ in range(100):
+        off.failed("198.51.100.1")
+    assert off.retry_after("198.51.100.1") is None
+
+
+@pytest.mark.parametrize(("peer", "headers", "expected"), [
+    ("198.51.100.1", {}, "198.51.100.1"),
+    ("ipv4:198.51.100.1:5678", {}, "198.51.100.1"),
+    ("ipv6:[2001:db8::1]:5678", {}, "2001:db8::1"),
+    ("127.0.0.1", {"x-forwarded-for": "10.0.0.1, 203.0.113.9"}, "203.0.113.9"),
+    ("127.0.0.1", {"forwarded": 'for=10.0.0.1, for="[2001:db8::2]:4711"'}, "2001:db8::2"),
+    ("198.51.100.1", {"x-forwarded-for": "203.0.113.9"}, "198.51.100.1"),  # not a trusted proxy: its own address
+    ("127.0.0.1", {"x-forwarded-for": "not-an-address"}, "127.0.0.1"),
+    (None, {}, None),
+])
+def test_the_client_address(peer, headers, expected) -> None:
+    assert client_address(peer, headers, ["127.0.0.1"]) == expected

@@ -24,7 +24,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from parley.protocol.errors import UnauthenticatedError
+from parley.protocol.errors import RateLimitedError, UnauthenticatedError
+from parley.security.failures import FailureThrottle, client_address
 from parley.security.keys import ADMIN, KeyStore
 from parley.server.access import ANONYMOUS, Access, Credentials, Principal
 
@@ -42,12 +43,18 @@ class CredentialAuthenticator:
         keys: the API key store (None: keys are not accepted).
         jwt: a verifier of bearer tokens (`parley.security.jwt.JwtVerifier`), or None.
         admin_key: a key from the environment that is an admin principal (bootstraps `--memory`).
+        failures: counts refused credentials per client address, and refuses an address with too many
+            (429 + Retry-After; None: nothing is counted).
+        trusted: the proxies whose forwarded client address counts instead of theirs (`forwarded_allow_ips`).
     """
 
-    def __init__(self, keys: KeyStore | None, jwt: Any = None, admin_key: str | None = None) -> None:
+    def __init__(self, keys: KeyStore | None, jwt: Any = None, admin_key: str | None = None, *,
+                 failures: FailureThrottle | None = None, trusted: list[str] | None = None) -> None:
         self.keys = keys
         self.jwt = jwt
         self.admin_key = admin_key or None
+        self.failures = failures
+        self.trusted = list(trusted or [])
         self._secured_until = 0.0
         self._secured = False
 
@@ -88,11 +95,29 @@ class CredentialAuthenticator:
     async def authenticate(self, access: Access, credentials: Credentials) -> Principal:
         if not await self.secured():
             return ANONYMOUS
+        address = client_address(credentials.peer, credentials.headers, self.trusted)
+        self.check_address(address)
         api_key, bearer = presented(credentials.headers)
         token = api_key or bearer
-        if not token:
+        if not token:  # no guess: not counted
             raise self.refuse(f"Authentication required: send an API key ({API_KEY_HEADER}) or a bearer token",
                               error=None)
+        try:
+            return await self._check(token, api_key)
+        except UnauthenticatedError:
+            if self.failures is not None:
+                self.failures.failed(address)
+            raise
+
+    def check_address(self, address: str | None) -> None:
+        """RateLimitedError (429 + Retry-After) when `address` failed to authenticate too often lately."""
+        wait = self.failures.retry_after(address) if self.failures is not None else None
+        if wait is not None:
+            raise RateLimitedError(f"Too many failed authentications from this address: retry in {wait} s",
+                                   headers={"Retry-After": str(wait)})
+
+    async def _check(self, token: str, api_key: str | None) -> Principal:
+        """The principal `token` authenticates as; UnauthenticatedError when it does not."""
         if self.admin_key is not None and hmac.compare_digest(token.encode(), self.admin_key.encode()):
             return Principal("admin", kind="key", scopes=frozenset({ADMIN, "a2a"}), name="admin (environment)")
         if token.startswith("pk_") or api_key is not None:

@@ -10,6 +10,7 @@ from parley.agents.base import Agent
 from parley.protocol import models as m
 from parley.security.authenticate import CredentialAuthenticator
 from parley.security.authorize import ScopeAuthorizer, allowed_skill
+from parley.security.failures import FailureThrottle
 from parley.security.keys import KeyStore
 from parley.security.required import check_admin_key, check_issuer
 from parley.security.schemes import CardSecurity, card_security
@@ -48,7 +49,9 @@ class Security:
         self.keys = keys if auth.api_keys else None
         self.jwt = jwt
         self.agents = agents
-        self.authenticator = CredentialAuthenticator(self.keys, jwt, admin_key)
+        self.failures = FailureThrottle(settings.limits.auth_failures, settings.limits.auth_failure_window_seconds)
+        self.authenticator = CredentialAuthenticator(self.keys, jwt, admin_key, failures=self.failures,
+                                                     trusted=settings.forwarded_allow_ips)
         self.authorizer = ScopeAuthorizer(agents, delegator)
         self.admin_principals = frozenset(auth.admin_principals)
 

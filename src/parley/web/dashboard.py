@@ -42,6 +42,7 @@ from parley.protocol.errors import A2AError, InvalidParamsError
 from parley.protocol.operations import Operation
 from parley.protocol.states import is_settled
 from parley.runtime import Runtime
+from parley.security.failures import client_address
 from parley.security.keys import ANY_AGENT
 from parley.server.access import ANONYMOUS, Access, Credentials, Principal
 from parley.server.admin import issue_key, key_json
@@ -290,6 +291,18 @@ class Dashboard:
         return response
 
     async def login(self, request: Request) -> Response:
+        """Log in with a credential. Failures count against the client's address, with the API's
+        (parley.security.failures): too many, and every login from there is 429 for a while."""
+        address = client_address(request.client.host if request.client else None, request.headers,
+                                 self.runtime.settings.forwarded_allow_ips)
+        failures = self.runtime.security.failures
+        wait = failures.retry_after(address)
+        target = _local_path(request.query_params.get("next"), self.home_path)
+        if wait is not None:
+            response = self._page(request, None, "login.html", status=429, message=None, next=target,
+                                  error=f"Too many failed logins from this address: try again in {wait} s.")
+            response.headers["Retry-After"] = str(wait)
+            return response
         form = await request.form()
         session = self.sessions.read(request)
         target = _local_path(str(form.get("next") or ""), self.home_path)
@@ -300,6 +313,8 @@ class Dashboard:
         credential = str(form.get("credential") or "").strip()
         principal = await self._principal(credential) if credential else None
         if principal is None or principal is ANONYMOUS:
+            if principal is None and credential:  # a refused guess (an empty form is none)
+                failures.failed(address)
             return self._page(request, None, "login.html", status=401, message=None, next=target,
                               error="That credential is not valid here (unknown, revoked or expired).")
         if not self.runtime.security.is_admin(principal):
