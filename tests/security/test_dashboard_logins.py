@@ -21,7 +21,7 @@ from parley.security.failures import FailureThrottle, client_address
 from parley.serve import default_app
 from parley.settings import AuthSettings, LimitSettings, Settings
 from parley.web.session import COOKIE
-from support import LiveServer
+from support import LiveServer, free_port, needs
 
 ADMIN_ENV = "PARLEY_TEST_DASHBOARD_LOGINS_ADMIN_KEY"
 ADMIN_KEY = "adm-" + secrets.token_urlsafe(32)
@@ -213,3 +213,36 @@ def test_the_throttle_counts_in_a_sliding_window() -> None:
 ])
 def test_the_client_address(peer, headers, expected) -> None:
     assert client_address(peer, headers, ["127.0.0.1"]) == expected
+
+
+@needs("grpc", "grpc")
+def test_bad_keys_over_grpc_are_throttled_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same count over gRPC (the peer `ipv4:127.0.0.1:<port>` is the address): LIMIT wrong keys are
+    UNAUTHENTICATED, then the right key is RESOURCE_EXHAUSTED with `retry-after` metadata."""
+    import asyncio
+
+    from parley.protocol import models as m
+    from parley.protocol.operations import Operation
+
+    from .secured import grpc_raw
+
+    monkeypatch.setenv(ADMIN_ENV, ADMIN_KEY)
+    app = default_app()
+    port = free_port()
+    app.settings = Settings(db="memory", auth=AuthSettings(admin_key_env=ADMIN_ENV), grpc_port=port,
+                            limits=LimitSettings(auth_failures=LIMIT))
+    srv = LiveServer(app).start()
+    try:
+        target = f"127.0.0.1:{port}"
+
+        def get(key: str):
+            return asyncio.run(grpc_raw(target, Operation.GET, m.GetTaskRequest(id="nope"), "echo",
+                                        [("x-api-key", key)]))
+
+        for i in range(LIMIT):
+            assert get(f"pk_0000000000000000_wrong{i}").code == "UNAUTHENTICATED"
+        refused = get(ADMIN_KEY)
+        assert refused.code == "RESOURCE_EXHAUSTED", refused
+        assert 1 <= int(refused.trailers["retry-after"]) <= 60, refused.trailers
+    finally:
+        srv.stop()
