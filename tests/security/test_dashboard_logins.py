@@ -246,3 +246,25 @@ def test_bad_keys_over_grpc_are_throttled_too(monkeypatch: pytest.MonkeyPatch) -
         assert 1 <= int(refused.trailers["retry-after"]) <= 60, refused.trailers
     finally:
         srv.stop()
+
+
+def test_an_open_live_table_ends_at_logout(server: LiveServer) -> None:
+    """A live table (the change feed, SSE) opened with a copy of the cookie ends with a `logout` event at the next
+    change after the logout, instead of going on with task ids."""
+    with httpx.Client(base_url=server.url, timeout=WAIT) as http:
+        assert log_in(http).status_code == 303
+        cookie = http.cookies[COOKIE]
+        csrf = csrf_of(http.get("/ui/tasks"))
+        with httpx.Client(base_url=server.url, timeout=WAIT, cookies={COOKIE: cookie}) as thief, \
+                thief.stream("GET", "/ui/events", headers={"Accept": "text/event-stream"}) as feed:
+            assert feed.status_code == 200
+            lines = feed.iter_lines()
+            assert next(lines).startswith(": connected")
+            assert http.post("/ui/logout", data={"csrf": csrf}).status_code == 303
+            sent = httpx.post(f"{server.url}/a2a/echo", headers={"X-API-Key": ADMIN_KEY, "A2A-Version": "1.0"},
+                              json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+                                  "messageId": secrets.token_hex(8), "role": "ROLE_USER", "parts": [{"text": "hi"}]}}},
+                              timeout=WAIT)
+            assert sent.status_code == 200
+            events = [line for line in lines if line.startswith("event:")]  # until the server ends the stream
+            assert events == ["event: logout"], events

@@ -491,6 +491,7 @@ class Dashboard:
         """The change feed as SSE: `event: change` with {taskId, agent, principal, state, seq}, `event: reload`."""
 
         credential = viewer.session.credential
+        session_id = viewer.session.id
         keepalive = self.runtime.settings.keepalive_seconds
 
         async def frames() -> AsyncIterator[bytes]:
@@ -499,6 +500,9 @@ class Dashboard:
             async for change in self.feed.listen(idle=keepalive):
                 if self.runtime.draining:
                     return  # the server is stopping: the browser reconnects to another replica, or later
+                if self.sessions.revocations.revoked(session_id):  # logged out: at once, it costs a lookup
+                    yield sse_frame(b"{}", event="logout")
+                    return
                 if credential and time.monotonic() - checked >= SESSION_RECHECK_SECONDS:
                     checked = time.monotonic()
                     principal = await self._principal(credential)
