@@ -98,10 +98,10 @@ async def connect(url: str, version: str | None = None, binding: str | None = No
     return await A2AClient.connect(url, version=version, bindings=bindings, headers=dict(CREDENTIALS) or None)
 
 
-def fail(message: str) -> NoReturn:
-    """Print one error line and exit 1."""
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Print one error line and exit `code` (1 unless told)."""
     err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(1)
+    raise typer.Exit(code)
 
 
 def usage_error(message: str) -> NoReturn:
@@ -399,7 +399,7 @@ def serve(
         except StoreError as exc:
             fail(str(exc))
         except ValueError as exc:  # a credential setting that cannot be used (a JWT secret variable unset, ...)
-            fail(str(exc))
+            fail(str(exc), getattr(exc, "exit_code", 1))  # 2: an unsafe one (parley.security.required)
         try:
             _check_open_mode(asgi.state.parley, settings)
         except StoreError as exc:  # the shared database or bus cannot be reached (or the schema is too new)

@@ -63,6 +63,10 @@ class LimitSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     burst: int | None = None  # bucket size (default: a tenth of a minute's requests, at least 1)
     streams_per_principal: int | None = None  # open SSE/gRPC streams at once
     tasks_per_agent: int | None = None  # tasks running at once
+    # failed authentications (a refused key, token or dashboard login) per client address within the window,
+    # then 429 + Retry-After for that address (parley.security.failures); None: not counted
+    auth_failures: int | None = 20
+    auth_failure_window_seconds: float = 60.0
     max_parts: int = 64  # parts in one message
     max_text_bytes: int = 4 * 1024 * 1024  # UTF-8 bytes of text in one message
     max_file_bytes: int = 4 * 1024 * 1024  # inline (raw) file bytes in one message

@@ -36,7 +36,7 @@ from parley.protocol import models as m
 from parley.protocol.errors import A2AError, PermissionDeniedError, TaskNotFoundError
 from parley.protocol.operations import Operation
 from parley.security.keys import SqliteKeyStore
-from parley.settings import PushSettings
+from parley.settings import LimitSettings, PushSettings
 
 from .secured import WAIT, accesskit, grpc_raw, uid
 
@@ -70,7 +70,9 @@ SKILLS = [
 
 
 def secured_app(db: Path) -> Parley:
-    app = Parley(settings=Settings(db=str(db), push=PushSettings(allow=["203.0.113.0/24"])))
+    # limits: wrong keys are sent on purpose, many times; their throttling is test_dashboard_logins's subject
+    app = Parley(settings=Settings(db=str(db), push=PushSettings(allow=["203.0.113.0/24"]),
+                                   limits=LimitSettings(auth_failures=None)))
 
     @app.agent(id="alpha", name="Alpha", description="Asks, then answers", skills=SKILLS)
     async def alpha(ctx: RunContext):

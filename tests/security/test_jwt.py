@@ -26,6 +26,7 @@ from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
 from parley.protocol.errors import UnauthenticatedError
 from parley.security.jwt import JwtVerifier, TokenIdentity
+from parley.security.required import UnsafeSettingError
 from parley.settings import JwtSettings
 
 NOW = 1_700_000_000.0
@@ -518,6 +519,16 @@ def test_settings_that_cannot_work_fail_at_construction(idp: IdP) -> None:
         hs_verifier(algorithms=["HS256", "RS256"])
     with pytest.raises(ValueError, match="not supported"):
         jwks_verifier(idp, algorithms=["RS257"])
+
+
+def test_a_short_hmac_secret_fails_at_construction() -> None:
+    """Issue 28, item 14: an HMAC secret shorter than 32 bytes is refused with one line naming the setting and the
+    variable, never the secret (parley serve exits 2 with it: test_serve_refusals)."""
+    for short in ("Q7", "s" * 31, "é" * 15):  # bytes, not characters: 15 x 2 bytes is 30
+        with pytest.raises(UnsafeSettingError, match="auth.jwt.secret_env: the secret in S is") as refused:
+            JwtVerifier(JwtSettings(secret_env="S"), env={"S": short})
+        assert short not in str(refused.value)
+    assert JwtVerifier(JwtSettings(secret_env="S"), env={"S": "é" * 16}).algorithms == {"HS256"}  # 32 bytes
 
 
 def test_security_scheme_for_a_jwks_or_a_secret(idp: IdP) -> None:

@@ -33,7 +33,7 @@ import pytest
 
 from parley.app import Parley, Settings
 from parley.protocol import models as m
-from parley.settings import AuthSettings, JwtSettings
+from parley.settings import AuthSettings, JwtSettings, LimitSettings
 from support import LiveServer, free_port, needs
 
 from .jwks_server import AUDIENCE, ISSUER, JwksServer, Signer, claims, handmade
@@ -73,7 +73,8 @@ SKILLS = [
 def who_app(jwt: JwtSettings) -> Parley:
     """A Parley app whose one agent answers '<owner>: <text>' (the owner is the authenticated principal);
     its skill "vault" requires the scope VAULT_SCOPE."""
-    app = Parley(settings=Settings(db="memory", auth=AuthSettings(jwt=jwt)))
+    # limits: bad tokens are sent on purpose, many times; their throttling is test_dashboard_logins's subject
+    app = Parley(settings=Settings(db="memory", auth=AuthSettings(jwt=jwt), limits=LimitSettings(auth_failures=None)))
 
     @app.agent(id=AGENT, description="Says who asked", skills=SKILLS)
     async def who(ctx):

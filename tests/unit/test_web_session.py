@@ -224,3 +224,23 @@ def test_a_request_without_the_right_token_or_from_elsewhere_is_refused(how: str
             resp = client.post("/act", headers={CSRF_HEADER: csrf})
     assert resp.status_code == 403
     assert resp.json() == {"error": expected}
+
+
+def test_a_revoked_session_is_refused_until_it_would_have_expired() -> None:
+    """Revocations (the logout list) refuse a session id until its own expiry, and forget it afterwards, so the
+    list stays as long as the logged-out sessions that could still be presented."""
+    from parley.web.session import PRUNE_AT, Revocations
+
+    now = [1000.0]
+    revoked = Revocations(clock=lambda: now[0])
+    revoked.revoke("a", 1060.0)
+    revoked.revoke("gone", 999.0)  # already expired: nothing to keep
+    assert revoked.revoked("a") and not revoked.revoked("gone") and not revoked.revoked("b")
+    now[0] = 1061.0
+    assert not revoked.revoked("a")
+    for i in range(PRUNE_AT + 5):
+        revoked.revoke(f"s{i}", now[0] + 1)
+    assert len(revoked) <= PRUNE_AT + 5 and not revoked.revoked("a")
+    now[0] += 2
+    revoked.revoke("last", now[0] + 60)
+    assert len(revoked) <= 6  # the expired ones were dropped when the list was full

@@ -6,16 +6,52 @@ them back, so get and list answers leave them out (:func:`redact`). With `[push]
 encryption_key_env` naming a variable that holds a Fernet key (`python -c "from
 cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"`), they are stored
 encrypted (AES-128-CBC with HMAC-SHA256, from `cryptography`), and decrypted only to deliver.
+
+They are sent as HTTP header values (`X-A2A-Notification-Token`, `Authorization: <scheme>
+<credentials>`), so a value that is not one (CR, LF, NUL or another control character, or a
+character outside printable ASCII) is refused when the config is registered: -32602 naming the
+field, never the value (:func:`check_header_values`). A value stored before that rule existed is
+refused again when it would be delivered (:meth:`SecretBox.open` raises SecretError, whose message
+names the field only), so the notification is dead-lettered with that reason, not with an HTTP
+library's error quoting the secret.
 """
 
 from __future__ import annotations
+
+import re
 
 import msgspec
 from cryptography.fernet import Fernet, InvalidToken
 
 from parley.protocol import models as m
+from parley.protocol.errors import InvalidParamsError
 
 PREFIX = "enc:v1:"
+_HEADER_VALUE = re.compile(r"[\x20-\x7e]*")  # printable ASCII and space: what a header value can carry as is
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP token (RFC 9110 section 5.6.2): the auth scheme
+
+
+def header_problems(config: m.TaskPushNotificationConfig) -> list[str]:
+    """The fields of `config` that cannot be sent as HTTP header values as they are (names only, never values):
+    `token`, `authentication.credentials` (printable ASCII), `authentication.scheme` (an HTTP token)."""
+    bad = []
+    if config.token and not _HEADER_VALUE.fullmatch(config.token):
+        bad.append("token")
+    auth = config.authentication
+    if auth is not None:
+        if auth.scheme and not _TOKEN.fullmatch(auth.scheme.strip()):
+            bad.append("authentication.scheme")
+        if auth.credentials and not _HEADER_VALUE.fullmatch(auth.credentials):
+            bad.append("authentication.credentials")
+    return bad
+
+
+def check_header_values(config: m.TaskPushNotificationConfig) -> None:
+    """InvalidParamsError (-32602) naming the first field :func:`header_problems` finds; the value is never quoted."""
+    bad = header_problems(config)
+    if bad:
+        what = "an HTTP token" if bad[0] == "authentication.scheme" else "printable ASCII (no control characters)"
+        raise InvalidParamsError(f"Invalid params: `{bad[0]}` must be {what}: it is sent as an HTTP header value")
 
 
 class SecretError(Exception):
@@ -33,12 +69,20 @@ class SecretBox:
         return self._fernet is not None
 
     def seal(self, config: m.TaskPushNotificationConfig) -> m.TaskPushNotificationConfig:
-        """A copy to store: its secrets encrypted (when a key is configured)."""
+        """A copy to store: its secrets checked (InvalidParamsError naming a field that cannot be a header value)
+        and encrypted (when a key is configured)."""
+        check_header_values(config)
         return self._map(config, self.encrypt_text)
 
     def open(self, config: m.TaskPushNotificationConfig) -> m.TaskPushNotificationConfig:
-        """A stored config with its secrets readable again (SecretError when they cannot be)."""
-        return self._map(config, self.decrypt_text)
+        """A stored config with its secrets readable again (SecretError when they cannot be, or when they are no
+        header values: stored before registration refused those; the message names the field, not the value)."""
+        opened = self._map(config, self.decrypt_text)
+        bad = header_problems(opened)
+        if bad:
+            raise SecretError(f"the push config's `{bad[0]}` cannot be sent as an HTTP header value (it has control "
+                              "or non-ASCII characters); register the config again with a valid one")
+        return opened
 
     def encrypt_text(self, value: str) -> str:
         if self._fernet is None or value.startswith(PREFIX):
@@ -75,4 +119,4 @@ def redact(config: m.TaskPushNotificationConfig) -> m.TaskPushNotificationConfig
     return out
 
 
-__all__ = ["PREFIX", "SecretBox", "SecretError", "redact"]
+__all__ = ["PREFIX", "SecretBox", "SecretError", "check_header_values", "header_problems", "redact"]

@@ -43,6 +43,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
     raise ImportError("JWT bearer tokens need PyJWT: pip install 'parley-a2a[jwt]'") from exc
 
 from parley.protocol.errors import UnauthenticatedError
+from parley.security.required import check_hmac_secret
 from parley.settings import JwtSettings
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,10 @@ class JwtVerifier:
 
     Raises:
         ValueError: unusable settings (no or several key sources, an unknown or mismatched
-            algorithm, "none", a missing or empty secret variable).
+            algorithm, "none", a missing or empty secret variable); UnsafeSettingError (a ValueError)
+            for an HMAC secret shorter than 32 bytes (parley.security.required; the server's own rules
+            about the issuer and audience are checked by parley.security.setup, since a webhook's
+            PushVerifier uses this class too).
     """
 
     def __init__(self, settings: JwtSettings, *, http: httpx.AsyncClient | None = None,
@@ -95,6 +99,7 @@ class JwtVerifier:
                 raise ValueError(f"auth.jwt.secret_env: the environment variable {settings.secret_env} "
                                  "is not set or is empty")
             self._secret = value.encode()
+            check_hmac_secret(settings.secret_env, self._secret)
         self.algorithms = frozenset(settings.algorithms or (["HS256"] if self._secret else DEFAULT_KEY_ALGORITHMS))
         known = set(get_default_algorithms()) - {"none"}
         for alg in sorted(self.algorithms):

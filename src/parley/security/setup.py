@@ -10,7 +10,9 @@ from parley.agents.base import Agent
 from parley.protocol import models as m
 from parley.security.authenticate import CredentialAuthenticator
 from parley.security.authorize import ScopeAuthorizer, allowed_skill
+from parley.security.failures import FailureThrottle
 from parley.security.keys import KeyStore
+from parley.security.required import check_admin_key, check_issuer
 from parley.security.schemes import CardSecurity, card_security
 from parley.server.access import Principal
 from parley.settings import Settings
@@ -25,6 +27,10 @@ class Security:
         keys: the API key store (None, or `settings.auth.api_keys` false: keys are not accepted).
         env: where `auth.admin_key_env` and the JWT secret are read.
         delegator: the server's delegator (routing targets' cards, for skills reached by routing rules).
+
+    Raises:
+        ValueError: unusable credential settings; UnsafeSettingError for unsafe ones (an admin key shorter
+            than 32 characters, a token issuer without an audience: parley.security.required).
     """
 
     def __init__(self, settings: Settings, agents: Mapping[str, Agent], keys: KeyStore | None,
@@ -35,12 +41,17 @@ class Security:
         if auth.jwt is not None:
             from parley.security.jwt import JwtVerifier
 
+            check_issuer(auth.jwt)
             jwt = JwtVerifier(auth.jwt, env=env)
         admin_key = env.get(auth.admin_key_env) if auth.admin_key_env else None
+        if admin_key:
+            check_admin_key(auth.admin_key_env, admin_key)
         self.keys = keys if auth.api_keys else None
         self.jwt = jwt
         self.agents = agents
-        self.authenticator = CredentialAuthenticator(self.keys, jwt, admin_key)
+        self.failures = FailureThrottle(settings.limits.auth_failures, settings.limits.auth_failure_window_seconds)
+        self.authenticator = CredentialAuthenticator(self.keys, jwt, admin_key, failures=self.failures,
+                                                     trusted=settings.forwarded_allow_ips)
         self.authorizer = ScopeAuthorizer(agents, delegator)
         self.admin_principals = frozenset(auth.admin_principals)
 

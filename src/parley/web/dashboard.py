@@ -42,6 +42,7 @@ from parley.protocol.errors import A2AError, InvalidParamsError
 from parley.protocol.operations import Operation
 from parley.protocol.states import is_settled
 from parley.runtime import Runtime
+from parley.security.failures import client_address
 from parley.security.keys import ANY_AGENT
 from parley.server.access import ANONYMOUS, Access, Credentials, Principal
 from parley.server.admin import issue_key, key_json
@@ -61,6 +62,13 @@ SESSION_RECHECK_SECONDS = 5.0  # an open live stream authenticates its login aga
 LOG_LIMIT = 500  # log entries shown on a task page (the rest: through the API)
 LOG_JSON_CHARS = 20_000  # of each entry's JSON (a huge artifact chunk is cut, the page stays small)
 STATES = list(m.TaskState)
+# What the login page may say above its form, by the code in `?message=` (the server's choice of words, never
+# the URL's): anyone can send a link to the login page, with any query string.
+LOGIN_MESSAGES = {
+    "ended": "Your login has ended (the credential was revoked, expired or changed).",
+    "not-admin": "The credential you logged in with is valid, but not an admin's.",
+    "logged-out": "You have logged out.",
+}
 TTL_CHOICES = {"": None, "1d": 86400, "7d": 7 * 86400, "30d": 30 * 86400, "90d": 90 * 86400, "365d": 365 * 86400}
 
 
@@ -160,9 +168,9 @@ class Dashboard:
             return self._to_login(request)
         principal = await self._principal(session.credential)
         if principal is None:
-            return self._to_login(request, "Your login has ended (the credential was revoked, expired or changed).")
+            return self._to_login(request, "ended")
         if not self.runtime.security.is_admin(principal):
-            return self._to_login(request, f"{principal.name or principal.id} is not an admin.")
+            return self._to_login(request, "not-admin")
         return Viewer(principal, session, False)
 
     async def _principal(self, credential: str) -> Principal | None:
@@ -174,8 +182,10 @@ class Dashboard:
             return None
 
     def _to_login(self, request: Request, message: str | None = None) -> Response:
+        """To the login page (401 for a request a browser does not navigate to); `message`: a LOGIN_MESSAGES code."""
         if request.method != "GET" or request.headers.get("accept", "").startswith("text/event-stream"):
-            return JSONResponse({"error": message or "log in to the dashboard first"}, status_code=401)
+            text = LOGIN_MESSAGES[message] if message else "log in to the dashboard first"
+            return JSONResponse({"error": text}, status_code=401)
         query = {"next": request.url.path + (f"?{request.url.query}" if request.url.query else "")}
         if message:
             query["message"] = message
@@ -206,7 +216,9 @@ class Dashboard:
     # --- login ------------------------------------------------------------------------------------
 
     async def login_page(self, request: Request) -> Response:
-        return self._login_page(request, message=request.query_params.get("message"),
+        # Only the server's own words: `?message=` is a code (anything else shows nothing), never text to show,
+        # or any link could make the login page say what a phisher wants under this server's name.
+        return self._login_page(request, message=LOGIN_MESSAGES.get(request.query_params.get("message") or ""),
                                 next=_local_path(request.query_params.get("next"), self.home_path))
 
     def _login_page(self, request: Request, *, next: str, message: str | None = None, error: str | None = None,
@@ -279,6 +291,18 @@ class Dashboard:
         return response
 
     async def login(self, request: Request) -> Response:
+        """Log in with a credential. Failures count against the client's address, with the API's
+        (parley.security.failures): too many, and every login from there is 429 for a while."""
+        address = client_address(request.client.host if request.client else None, request.headers,
+                                 self.runtime.settings.forwarded_allow_ips)
+        failures = self.runtime.security.failures
+        wait = failures.retry_after(address)
+        target = _local_path(request.query_params.get("next"), self.home_path)
+        if wait is not None:
+            response = self._page(request, None, "login.html", status=429, message=None, next=target,
+                                  error=f"Too many failed logins from this address: try again in {wait} s.")
+            response.headers["Retry-After"] = str(wait)
+            return response
         form = await request.form()
         session = self.sessions.read(request)
         target = _local_path(str(form.get("next") or ""), self.home_path)
@@ -289,6 +313,8 @@ class Dashboard:
         credential = str(form.get("credential") or "").strip()
         principal = await self._principal(credential) if credential else None
         if principal is None or principal is ANONYMOUS:
+            if principal is None and credential:  # a refused guess (an empty form is none)
+                failures.failed(address)
             return self._page(request, None, "login.html", status=401, message=None, next=target,
                               error="That credential is not valid here (unknown, revoked or expired).")
         if not self.runtime.security.is_admin(principal):
@@ -300,12 +326,15 @@ class Dashboard:
         return response
 
     async def logout(self, request: Request) -> Response:
+        """End the session on the server (a copy of its cookie is refused from now on) and in the browser."""
         form = await request.form()
-        problem = csrf_problem(request, self.sessions.read(request), self._own_origins(request),
-                               str(form.get("csrf") or ""))
+        session = self.sessions.read(request)
+        problem = csrf_problem(request, session, self._own_origins(request), str(form.get("csrf") or ""))
         if problem is not None:
             return JSONResponse({"error": f"Refused: {problem}"}, status_code=403)
-        response = RedirectResponse(f"{self.root}/login", status_code=303)
+        assert session is not None  # csrf_problem refuses a request without one
+        self.sessions.revoke(session)
+        response = RedirectResponse(f"{self.root}/login?message=logged-out", status_code=303)
         self.sessions.clear(response)
         return response
 
@@ -462,6 +491,7 @@ class Dashboard:
         """The change feed as SSE: `event: change` with {taskId, agent, principal, state, seq}, `event: reload`."""
 
         credential = viewer.session.credential
+        session_id = viewer.session.id
         keepalive = self.runtime.settings.keepalive_seconds
 
         async def frames() -> AsyncIterator[bytes]:
@@ -470,6 +500,9 @@ class Dashboard:
             async for change in self.feed.listen(idle=keepalive):
                 if self.runtime.draining:
                     return  # the server is stopping: the browser reconnects to another replica, or later
+                if self.sessions.revocations.revoked(session_id):  # logged out: at once, it costs a lookup
+                    yield sse_frame(b"{}", event="logout")
+                    return
                 if credential and time.monotonic() - checked >= SESSION_RECHECK_SECONDS:
                     checked = time.monotonic()
                     principal = await self._principal(credential)

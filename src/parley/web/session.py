@@ -1,7 +1,9 @@
 """Dashboard logins: a sealed cookie holding the credential the operator logged in with, and a CSRF token.
 
 The cookie is a Fernet token (AES-CBC + HMAC, from `cryptography`: sealed and authenticated, never
-readable or forgeable by the browser) over {credential, csrf, expiry}. The credential itself is kept,
+readable or forgeable by the browser) over {credential, csrf, expiry, session id}. Logging out revokes the
+session id on the server (:class:`Revocations`, until the session would have expired anyway), so a copy
+of the cookie taken before the logout opens nothing afterwards. The credential itself is kept,
 not a verdict about it, so every request is authenticated again: a revoked or expired key logs its
 dashboard sessions out at once, on every replica. The cookie is HttpOnly, SameSite=Lax (a link from
 elsewhere opens the dashboard logged in; no GET changes anything, and every POST needs the CSRF token),
@@ -18,8 +20,8 @@ import hmac
 import os
 import secrets
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import msgspec
 from cryptography.fernet import Fernet, InvalidToken
@@ -29,22 +31,56 @@ from starlette.responses import Response
 from parley.settings import DashboardSettings
 
 COOKIE = "parley_session"
+PRUNE_AT = 1024  # revocations held before the expired ones are dropped
 CSRF_HEADER = "x-csrf-token"
+
+
+def _session_id() -> str:
+    return secrets.token_urlsafe(16)
 
 
 @dataclass(frozen=True, slots=True)
 class Session:
-    """One browser's dashboard session: the credential it logged in with ("" before a login) and its CSRF token."""
+    """One browser's dashboard session: the credential it logged in with ("" before a login), its CSRF token,
+    its expiry, and its id (what a logout revokes)."""
 
     credential: str
     csrf: str
     expires_at: float
+    id: str = field(default_factory=_session_id)
 
 
 class _Sealed(msgspec.Struct, array_like=True):
     credential: str
     csrf: str
     expires_at: float
+    id: str
+
+
+class Revocations:
+    """Session ids logged out before their expiry, each kept until that expiry (then the cookie is refused by
+    its own expiry). Kept in this process: a server's dashboard sessions are revoked on the replica that
+    served the logout (docs/security.md says what that means for several replicas)."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._until: dict[str, float] = {}
+        self._clock = clock
+
+    def revoke(self, session_id: str, expires_at: float) -> None:
+        """Refuse `session_id` from now until `expires_at`; forget the revocations that are no longer needed."""
+        now = self._clock()
+        if len(self._until) >= PRUNE_AT:
+            self._until = {sid: until for sid, until in self._until.items() if until > now}
+        if expires_at > now:
+            self._until[session_id] = expires_at
+
+    def revoked(self, session_id: str) -> bool:
+        """Whether `session_id` was logged out (and has not expired since)."""
+        until = self._until.get(session_id)
+        return until is not None and until > self._clock()
+
+    def __len__(self) -> int:
+        return len(self._until)
 
 
 class Sessions:
@@ -62,13 +98,15 @@ class Sessions:
         self.shared = bool(key)
         self._fernet = Fernet(key.encode() if key else Fernet.generate_key())
         self.lifetime = settings.session_hours * 3600
+        self.revocations = Revocations()
 
     def new(self, credential: str = "") -> Session:
         """A fresh session (a new CSRF token): anonymous, or logged in with `credential`."""
         return Session(credential, secrets.token_urlsafe(24), time.time() + self.lifetime)
 
     def read(self, request: Request) -> Session | None:
-        """The request's session, or None (no cookie, a cookie not sealed by this key, or an expired one)."""
+        """The request's session, or None (no cookie, a cookie not sealed by this key, an expired one, or one
+        whose session was logged out)."""
         raw = request.cookies.get(COOKIE)
         if not raw:
             return None
@@ -76,14 +114,18 @@ class Sessions:
             sealed = msgspec.json.decode(self._fernet.decrypt(raw.encode(), ttl=int(self.lifetime) + 60), type=_Sealed)
         except (InvalidToken, msgspec.DecodeError, ValueError):
             return None
-        if sealed.expires_at <= time.time():
+        if sealed.expires_at <= time.time() or self.revocations.revoked(sealed.id):
             return None
-        return Session(sealed.credential, sealed.csrf, sealed.expires_at)
+        return Session(sealed.credential, sealed.csrf, sealed.expires_at, sealed.id)
+
+    def revoke(self, session: Session) -> None:
+        """Log `session` out on the server: its cookie, and every copy of it, opens nothing from now on."""
+        self.revocations.revoke(session.id, session.expires_at)
 
     def write(self, response: Response, session: Session, *, secure: bool, path: str = "/") -> None:
         """Set the cookie of `session` on `response`."""
         token = self._fernet.encrypt(msgspec.json.encode(_Sealed(session.credential, session.csrf,
-                                                                 session.expires_at))).decode()
+                                                                 session.expires_at, session.id))).decode()
         response.set_cookie(COOKIE, token, max_age=max(1, int(session.expires_at - time.time())), path=path,
                             httponly=True, samesite="lax", secure=secure)
 
@@ -121,4 +163,4 @@ def csrf_problem(request: Request, session: Session | None, own_origins: set[str
     return None
 
 
-__all__ = ["COOKIE", "CSRF_HEADER", "Session", "Sessions", "csrf_problem"]
+__all__ = ["COOKIE", "CSRF_HEADER", "Revocations", "Session", "Sessions", "csrf_problem"]
