@@ -19,18 +19,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from parley.agents.tools.spec import ToolSpec  # re-exported: part of the backend contract
+
 
 class LLMError(Exception):
     """A model call failed; the message is safe to show to an A2A client."""
-
-
-@dataclass(slots=True)
-class ToolSpec:
-    """A tool as the model sees it: name, description and JSON Schema of its arguments."""
-
-    name: str
-    description: str
-    parameters: dict[str, Any]
 
 
 @dataclass(slots=True)

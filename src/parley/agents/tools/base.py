@@ -11,7 +11,7 @@ import json
 from abc import ABC, abstractmethod
 from typing import Any
 
-from parley.agents.llm.backend import ToolSpec
+from parley.agents.tools.spec import ToolSpec
 
 
 class ToolError(Exception):
