@@ -134,10 +134,23 @@ class Runtime:
         if self.push is not None:
             self.push.start()  # notifications left pending by a previous run go out now
         self.pruner.start()
+        await self._check_agents()
         self._rechecks = [asyncio.create_task(self._recheck(agent_id), name=f"parley-recheck-{agent_id}")
                           for agent_id, agent in self.agents.items() if agent.problem is not None]
         self.running = True
         log.debug("runtime started (%d task(s) failed at recovery)", len(failed))
+
+    async def _check_agents(self) -> None:
+        """Each agent's own check at start (an LLM agent's model server): one warning line for each that cannot
+        work now; it is served all the same, and rechecked in the background until it can."""
+        agents = list(self.agents.values())
+        results = await asyncio.gather(*(a.check_at_start() for a in agents), return_exceptions=True)
+        for agent, result in zip(agents, results, strict=True):
+            if isinstance(result, BaseException):
+                log.error("checking agent %r at start failed: %s", agent.id, result)
+            elif agent.problem is not None:
+                log.warning("agent %r is unavailable: %s; /readyz lists it, and the server tries again every %g s",
+                            agent.id, agent.problem, self.settings.recheck_seconds)
 
     def unavailable_agents(self) -> dict[str, str]:
         """The hosted agents that cannot work now, and why (a remote agent out of reach)."""

@@ -95,16 +95,18 @@ def default_app(db: str | None = DEFAULT_DB, *, settings: Settings | None = None
 
 
 def assistant_agent(env: dict[str, str] | None = None) -> AgentLoop | None:
-    """The built-in `assistant` (an LLM agent), only when PARLEY_LLM_BASE_URL is set.
+    """The built-in `assistant` (an LLM agent), only when PARLEY_LLM_BASE_URL is set, or PARLEY_LLM_PROVIDER is
+    `fake` (the scripted model: it answers "You said: ...", no model server needed).
 
     Its key and model come from PARLEY_LLM_API_KEY and PARLEY_LLM_MODEL.
     """
     env = dict(os.environ) if env is None else env
-    if not env.get("PARLEY_LLM_BASE_URL"):
+    fake = env.get("PARLEY_LLM_PROVIDER") == "fake"
+    if not env.get("PARLEY_LLM_BASE_URL") and not fake:
         return None
-    from parley.agents.llm import LLMAgent, OpenAICompatBackend
+    from parley.agents.llm import FakeBackend, LLMAgent, OpenAICompatBackend
 
-    backend = OpenAICompatBackend(env=env)
+    backend = FakeBackend(model=env.get("PARLEY_LLM_MODEL")) if fake else OpenAICompatBackend(env=env)
     model = backend.model or "the configured model"
     return LLMAgent(
         id="assistant",

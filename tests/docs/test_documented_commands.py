@@ -24,9 +24,9 @@ import pytest
 from docblocks import REPO, Block, Command, blocks, shell_blocks
 
 sys.path.insert(0, str(REPO / "tests" / "runtime"))
-from fake_llm import FakeLLM, text  # noqa: E402
+from fake_llm import FakeLLM, text
 
-from support import free_port  # noqa: E402
+from support import free_port
 
 WAIT = 60.0
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")

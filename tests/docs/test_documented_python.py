@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import httpx
@@ -16,7 +15,7 @@ from docblocks import REPO, blocks
 from test_documented_commands import WAIT, Sandbox
 
 sys.path.insert(0, str(REPO / "tests" / "runtime"))
-from fake_llm import FakeLLM, text, tool_calls  # noqa: E402
+from fake_llm import FakeLLM, text, tool_calls
 
 
 def readme_python(starting: str) -> str:
@@ -28,14 +27,14 @@ def readme_python(starting: str) -> str:
 
 
 def test_the_client_snippet_runs(tmp_path: Path) -> None:
-    snippet = readme_python("from parley.client import A2AClient")
+    """The README's client is a whole program: it runs as written (issue 26: it once used a top-level
+    `async with`)."""
+    snippet = readme_python("import asyncio\n\nfrom parley.client import A2AClient")
     block = next(b for b in blocks(REPO / "README.md") if b.mode == "run")
     sandbox = Sandbox(tmp_path, block, llm_port=0)
     sandbox.start(f"{REPO / '.venv' / 'bin' / 'parley'} serve --port {sandbox.port}")
     try:
-        body = sandbox.rewrite(snippet)
-        program = "import asyncio\n\nasync def main():\n" + textwrap.indent(body, "    ") + "\nasyncio.run(main())\n"
-        (tmp_path / "client_snippet.py").write_text(program)
+        (tmp_path / "client_snippet.py").write_text(sandbox.rewrite(snippet))
         done = subprocess.run([sys.executable, "client_snippet.py"], cwd=tmp_path, env=sandbox.env, text=True,
                               capture_output=True, timeout=WAIT)
     finally:
@@ -46,7 +45,7 @@ def test_the_client_snippet_runs(tmp_path: Path) -> None:
 
 def test_the_llm_agent_snippet_runs_with_its_tools(tmp_path: Path) -> None:
     """The snippet's agent serves, calls its MCP server's tool when the model asks, and answers."""
-    snippet = readme_python("# my_agents.py\nfrom parley import Parley\nfrom parley.agents.llm")
+    snippet = readme_python("# my_agents.py\nimport sys\n\nfrom parley import Parley\nfrom parley.agents.llm")
     fake = FakeLLM().script(tool_calls(("call-1", "forecast", {"city": "Paris"})), text("Pack sunglasses."))
     fake.start()
     block = next(b for b in blocks(REPO / "README.md") if b.mode == "run")

@@ -101,7 +101,8 @@ class FakeLLM:
 
     def __init__(self) -> None:
         self.replies: deque[Reply] = deque()
-        self.requests: list[dict[str, Any]] = []
+        self.requests: list[dict[str, Any]] = []  # chat calls (and anything else but the model check)
+        self.checks = 0  # GET /v1/models: Parley's check, at start, that the model server answers
         self.hanging = threading.Event()
         self.disconnected = threading.Event()
         self.port = free_port()
@@ -141,6 +142,9 @@ class FakeLLM:
             if not msg.get("more_body"):
                 break
         headers = {k.decode(): v.decode() for k, v in scope["headers"]}
+        if scope["method"] == "GET" and scope["path"] == "/v1/models":  # the server's check that the model answers
+            self.checks += 1
+            return await self._json(send, 200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
         self.requests.append({"path": scope["path"], "headers": headers, "json": json.loads(body or b"{}")})
         if scope["path"] != "/v1/chat/completions":
             return await self._json(send, 404, {"error": {"message": f"no route {scope['path']}"}})

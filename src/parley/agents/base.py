@@ -164,6 +164,10 @@ class Agent(ABC):
         is set); True once it is available."""
         return self.problem is None
 
+    async def check_at_start(self) -> None:
+        """Find out, as the server starts, whether the agent can work (an LLM agent asks its model server);
+        set `problem` when it cannot. Nothing to check by default."""
+
 
 class FunctionAgent(Agent):
     """An agent whose `run` is a plain async generator function."""

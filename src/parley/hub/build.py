@@ -93,7 +93,7 @@ def python_agent(cfg: AgentConfig, path: str, key: str) -> Agent:
 
 def llm_agent(cfg: AgentConfig, config: Config, key: str, extra_tools: list[Any] | None = None) -> Agent:
     """An LLM agent from its declaration and the [llm] defaults."""
-    from parley.agents.llm import Limits, LLMAgent, OpenAICompatBackend
+    from parley.agents.llm import Limits, LLMAgent, create_backend
     from parley.agents.tools.mcp import MCPTools
 
     path = config.path
@@ -104,7 +104,17 @@ def llm_agent(cfg: AgentConfig, config: Config, key: str, extra_tools: list[Any]
         if not api_key:
             raise ConfigError(path, f"{key}.api_key_env", f"the environment variable {key_env} is not set")
     model = cfg.model or config.llm.model
-    backend = OpenAICompatBackend(base_url=cfg.base_url or config.llm.base_url, api_key=api_key, model=model)
+    provider = cfg.provider or config.llm.provider or "openai"
+    if provider == "fake":
+        backend = create_backend("fake", script=cfg.script, model=model)
+    elif provider == "openai":
+        backend = create_backend("openai", base_url=cfg.base_url or config.llm.base_url, api_key=api_key, model=model)
+    else:  # a plug-in (parley.llm_backends): it reads what it needs
+        try:
+            backend = create_backend(provider, base_url=cfg.base_url or config.llm.base_url, api_key=api_key,
+                                     model=model)
+        except LookupError as exc:
+            raise ConfigError(path, f"{key}.provider", str(exc)) from None
     tools: list[Any] = []
     for j, ref in enumerate(cfg.tools):
         tools.append(import_object(ref, path, f"{key}.tools[{j}]"))

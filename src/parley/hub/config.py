@@ -55,6 +55,7 @@ class LLMDefaults(_Strict):
     base_url: str | None = None
     model: str | None = None
     api_key_env: str | None = None  # the NAME of the variable holding the key, never the key
+    provider: str | None = None  # "openai" (any OpenAI-compatible server, the default), "fake", or a plug-in
 
 
 class SkillConfig(_Strict):
@@ -98,6 +99,8 @@ class AgentConfig(_Strict):
     entry: str | None = None  # "package.module:attribute"
     # llm
     model: str | None = None
+    provider: str | None = None
+    script: list[Any] = field(default_factory=list)  # provider "fake": the scripted model's steps
     base_url: str | None = None
     api_key_env: str | None = None
     system_prompt: str | None = None
@@ -241,12 +244,13 @@ def check(config: Config) -> None:
 def _check_agent(path: str, key: str, agent: AgentConfig, llm: LLMDefaults) -> None:
     only = {
         "python": {"entry"},
-        "llm": {"model", "base_url", "api_key_env", "system_prompt", "tools", "client_tools", "mcp", "limits"},
+        "llm": {"model", "provider", "script", "base_url", "api_key_env", "system_prompt", "tools", "client_tools",
+                "mcp", "limits"},
         "remote": {"card_url", "api_key_env", "token_env"},
         "builtin": set(),
     }
-    specific = {"entry", "model", "base_url", "api_key_env", "system_prompt", "tools", "client_tools", "mcp",
-                "limits", "card_url", "token_env"}
+    specific = {"entry", "model", "provider", "script", "base_url", "api_key_env", "system_prompt", "tools",
+                "client_tools", "mcp", "limits", "card_url", "token_env"}
     for name in specific - only[agent.type]:
         value = getattr(agent, name)
         if value not in (None, [], ""):
@@ -254,9 +258,19 @@ def _check_agent(path: str, key: str, agent: AgentConfig, llm: LLMDefaults) -> N
     if agent.type == "python" and not _is_import_path(agent.entry):
         raise ConfigError(path, f"{key}.entry", "a python agent needs entry = \"package.module:attribute\"")
     if agent.type == "llm":
-        if not (agent.model or llm.model):
+        provider = agent.provider or llm.provider or "openai"
+        if provider == "fake":
+            from parley.agents.llm.fake import FakeBackend
+
+            try:
+                FakeBackend(agent.script)
+            except ValueError as exc:
+                raise ConfigError(path, f"{key}.script", str(exc).split(": ", 1)[-1]) from None
+        elif agent.script:
+            raise ConfigError(path, f"{key}.script", f"only the fake provider takes a script, not {provider!r}")
+        if provider == "openai" and not (agent.model or llm.model):
             raise ConfigError(path, f"{key}.model", "an llm agent needs a model (here or in [llm])")
-        if not (agent.base_url or llm.base_url):
+        if provider == "openai" and not (agent.base_url or llm.base_url):
             raise ConfigError(path, f"{key}.base_url", "an llm agent needs a base_url (here or in [llm])")
         for j, ref in enumerate([*agent.tools, *agent.client_tools]):
             if not _is_import_path(ref):

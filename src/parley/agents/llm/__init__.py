@@ -11,6 +11,7 @@ from parley.agents.llm.backend import (
     ToolSpec,
     Usage,
 )
+from parley.agents.llm.fake import FakeBackend
 from parley.agents.llm.loop import AgentLoop, Limits, LLMAgent
 from parley.agents.llm.openai_compat import OpenAICompatBackend
 from parley.agents.llm.registry import create_backend, register_backend
@@ -20,6 +21,7 @@ __all__ = [
     "AgentLoop",
     "ChatRequest",
     "Conversation",
+    "FakeBackend",
     "Finish",
     "LLMAgent",
     "LLMBackend",

@@ -157,5 +157,10 @@ class LLMBackend(ABC):
         """The default model name, if the backend has one."""
         return None
 
+    async def check(self) -> str | None:
+        """Why the backend cannot be used now (one line: its server is out of reach), or None. Called when the
+        server starts, and again in the background while it says something."""
+        return None
+
     async def aclose(self) -> None:
         """Release connections (optional)."""

@@ -109,6 +109,15 @@ class AgentLoop(Agent):
         self.extensions = [extension(client)] if client else []
         self._waiting: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
+    async def check_at_start(self) -> None:
+        """Ask the backend whether its model server answers (one line in `problem` when not)."""
+        self.problem = await self.backend.check()
+
+    async def recheck(self) -> bool:
+        """Ask again (the server does, in the background, while `problem` is set)."""
+        self.problem = await self.backend.check()
+        return self.problem is None
+
     @property
     def backend(self) -> LLMBackend:
         """The model backend (built from the environment on first use if none was given)."""

@@ -41,6 +41,7 @@ ENV_API_KEY = "PARLEY_LLM_API_KEY"
 ENV_MODEL = "PARLEY_LLM_MODEL"
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 MAX_RETRY_AFTER = 60.0
+CHECK_TIMEOUT = 5.0  # seconds for the reachability check at start (and the background rechecks)
 
 
 class OpenAICompatBackend(LLMBackend):
@@ -91,6 +92,17 @@ class OpenAICompatBackend(LLMBackend):
     @property
     def model(self) -> str | None:
         return self._model
+
+    async def check(self) -> str | None:
+        """Whether the model server answers at all (GET {base_url}/models; any HTTP answer counts, a 401
+        too): one line naming the URL when it cannot be reached."""
+        try:
+            async with httpx.AsyncClient(timeout=CHECK_TIMEOUT) as http:
+                await http.get(f"{self.base_url}/models",
+                               headers={"Authorization": f"Bearer {self.api_key}"} if self.api_key else None)
+        except httpx.HTTPError as exc:
+            return f"cannot reach the model server at {self.base_url}: {type(exc).__name__}: {exc}".rstrip(": ")
+        return None
 
     @property
     def url(self) -> str:

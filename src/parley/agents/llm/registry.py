@@ -12,12 +12,13 @@ from importlib.metadata import entry_points
 from typing import Any
 
 from parley.agents.llm.backend import LLMBackend
+from parley.agents.llm.fake import FakeBackend
 from parley.agents.llm.openai_compat import OpenAICompatBackend
 
 ENTRY_POINT_GROUP = "parley.llm_backends"
 
 BackendFactory = Callable[..., LLMBackend]
-_registry: dict[str, BackendFactory] = {"openai": OpenAICompatBackend}
+_registry: dict[str, BackendFactory] = {"openai": OpenAICompatBackend, "fake": FakeBackend}
 
 
 def register_backend(name: str, factory: BackendFactory) -> None:
