@@ -94,6 +94,36 @@ def rpc(url: str, method: str, params: dict | None = None, *, version: str | Non
     return httpx.post(url, json=body, headers=headers, timeout=timeout)
 
 
+def raw_exchange(port: int, head: str, body: bytes = b"", *, timeout: float = 10) -> bytes:
+    """Send `head` (request line and headers, CRLF-separated, without the blank line) and `body` to 127.0.0.1:`port`
+    over a raw socket, then read until the server closes the connection (or `timeout`, a safety net: a server that
+    waits for more of the body than was sent never answers, and the caller sees what arrived, maybe nothing).
+
+    For what httpx cannot do: a request that declares more body than it sends."""
+    answer = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(head.encode("latin-1") + b"\r\n\r\n" + body)
+        try:
+            while chunk := sock.recv(65536):
+                answer += chunk
+        except (TimeoutError, ConnectionResetError):
+            pass
+    return answer
+
+
+def secured_app(admin_env: str = "PARLEY_TEST_ADMIN_KEY") -> tuple[Parley, str]:
+    """The built-in agents on an in-memory store, secured by an admin key in the environment variable `admin_env`
+    (set here, to a fresh random key): (the app, the key)."""
+    import secrets
+
+    from parley.serve import default_app
+    from parley.settings import AuthSettings, Settings
+
+    key = "admin-" + secrets.token_urlsafe(24)
+    os.environ[admin_env] = key
+    return default_app(None, settings=Settings(db="memory", auth=AuthSettings(admin_key_env=admin_env))), key
+
+
 # --- optional extras ---------------------------------------------------------------------------------------------
 #
 # The gRPC, MCP and OpenTelemetry tests need modules of optional extras (all installed by the dev extra). Without
@@ -144,5 +174,5 @@ def needs(module: str, extra: str) -> pytest.MarkDecorator:
     return pytest.mark.needs_extra(module, extra)
 
 
-__all__ = ["LiveServer", "available", "free_port", "in_ci", "missing_extra", "needs", "require", "rpc", "running",
-           "wait_until_ready"]
+__all__ = ["LiveServer", "available", "free_port", "in_ci", "missing_extra", "needs", "raw_exchange", "require", "rpc",
+           "running", "secured_app", "wait_until_ready"]
