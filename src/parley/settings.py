@@ -316,9 +316,36 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
     @property
+    def listening(self) -> list[tuple[str, str]]:
+        """Every address the server listens on, as (the setting that names it, the address): `host` for HTTP,
+        and `grpc_host` for gRPC when it is served (`grpc_port`)."""
+        found = [("host", self.host)]
+        if self.grpc_port is not None:
+            found.append(("grpc_host", self.grpc_bind_host))
+        return found
+
+    @property
     def loopback(self) -> bool:
-        """Whether the server listens on a loopback address only."""
-        return self.host in ("127.0.0.1", "::1", "localhost") or self.host.startswith("127.")
+        """Whether the server listens on loopback addresses only (every one of :attr:`listening`)."""
+        return all(is_loopback_address(address) for _, address in self.listening)
+
+    def open_mode_problem(self) -> str | None:
+        """Why this server may not run open (no credentials configured): the first listening address that is not
+        loopback, in one line naming its setting and the ways out; None when every address is loopback or
+        `insecure` is set. The open-mode rule of `parley serve`, for every listening address (HTTP and gRPC)."""
+        if self.insecure:
+            return None
+        for name, address in self.listening:
+            if not is_loopback_address(address):
+                return (f"no credentials are configured, so every client of {name} {address} would be trusted: make "
+                        "an API key (parley keys create AGENT --db ...), configure [server.auth.jwt], or pass "
+                        "--insecure")
+        return None
+
+
+def is_loopback_address(address: str) -> bool:
+    """Whether a listening address is this machine's loopback only (`localhost`, 127.0.0.0/8, `::1`)."""
+    return address in ("127.0.0.1", "::1", "[::1]", "localhost") or address.startswith("127.")
 
 
 def is_redis_url(value: str | None) -> bool:
@@ -355,5 +382,6 @@ __all__ = [
     "PushSettings",
     "RetentionSettings",
     "Settings",
+    "is_loopback_address",
     "is_redis_url",
 ]
