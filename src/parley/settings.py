@@ -71,6 +71,12 @@ class LimitSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_json_depth: int = 64  # nesting of a request body
     max_history_length: int = 1000  # messages in one task
     max_subscribers_per_task: int = 100  # streams following one task at once
+    # What one request may load and return (issue 28, item 6): the earlier tasks of a context handed to a new
+    # task's agent (their stored bytes read, then the newest messages kept), and the stored bytes of a ListTasks
+    # page (it ends early, with a nextPageToken; one task alone is always listed).
+    max_context_messages: int = 200  # messages of earlier tasks in a context given to a new task's agent
+    max_context_bytes: int = 4 * 1024 * 1024  # encoded bytes of those messages (4x this of stored tasks is read)
+    max_page_bytes: int = 8 * 1024 * 1024  # stored bytes of the tasks of one ListTasks page
     # One agent's own rate and task limits (`[server.limits.agents.<id>]`): requests_per_minute, burst,
     # tasks_per_agent replace the server's for that agent; the input limits are the server's.
     agents: dict[str, LimitSettings] = msgspec.field(default_factory=dict)
