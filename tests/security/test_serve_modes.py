@@ -26,6 +26,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from support import needs
+
 from .secured import (
     ENV,
     PARLEY,
@@ -46,7 +48,6 @@ from .secured import (
     send_jsonrpc,
     served,
 )
-from support import needs
 
 UNAUTHENTICATED = -32010
 DEV_WARNING = ("WARNING", "no credentials configured", "development mode")
