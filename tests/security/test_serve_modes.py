@@ -259,3 +259,22 @@ def test_grpc_on_every_interface_starts_with_insecure(tmp_path: Path) -> None:
         assert "every client that can reach it" in warning_lines(srv.stderr)[0], srv.stderr
         with socket.create_connection(("127.0.0.1", grpc_port), timeout=WAIT):
             pass  # gRPC listens
+
+
+@needs("grpc", "grpc")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # uvicorn exits its thread
+def test_an_app_served_another_way_does_not_start_open_grpc_on_every_interface() -> None:
+    """The same rule where `parley serve` does not check it (an app run by uvicorn directly): the gRPC server
+    refuses to start, so the app's start-up fails; with `insecure` it starts."""
+    from parley.serve import default_app
+    from parley.settings import Settings
+    from support import LiveServer
+
+    def app(insecure: bool) -> LiveServer:
+        settings = Settings(db="memory", grpc_port=free_port(), grpc_host="0.0.0.0", insecure=insecure)
+        return LiveServer(default_app(None, settings=settings))
+
+    with pytest.raises(RuntimeError, match="did not start"):
+        app(insecure=False).start()
+    srv = app(insecure=True).start()
+    srv.stop()
