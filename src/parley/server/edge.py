@@ -25,6 +25,7 @@ the request pipeline: neither rule applies.
 from __future__ import annotations
 
 import ipaddress
+import logging
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
@@ -32,11 +33,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from parley.protocol.errors import A2AError, PermissionDeniedError
+from parley.protocol.errors import A2AError, InternalError, PermissionDeniedError, ServiceUnavailableError
 from parley.server.access import Access, Credentials
 from parley.server.http import PRINCIPAL_KEY
 from parley.server.rpc_door import route_path
+from parley.tasks.store import unavailable
 from parley.web.dashboard import _loopback_host as loopback_host  # the dashboard's check, for every route
+
+log = logging.getLogger("parley.server")
 
 ECHO_MAX = 64  # characters of a client's input quoted back in an error
 
@@ -87,6 +91,16 @@ def host_refusal(request: Request) -> UntrustedHostError | None:
     return None
 
 
+def _failure(exc: Exception) -> A2AError:
+    """What a client is told when authentication itself failed: 503 when a backend (the key store) cannot be
+    reached (retry), else 500; the detail goes to the log, as in the request pipeline."""
+    if unavailable(exc):
+        log.warning("authenticating a request failed: a backend cannot be reached (%s: %s)", type(exc).__name__, exc)
+        return ServiceUnavailableError(headers={"Retry-After": "1"})
+    log.error("authenticating a request failed", exc_info=exc)
+    return InternalError()
+
+
 class EdgeGuard:
     """ASGI middleware applying the open-mode host rule or the secured-mode authenticate-first rule.
 
@@ -111,12 +125,17 @@ class EdgeGuard:
         if scope["type"] != "http" or self.secured is None:
             await self.app(scope, receive, send)
             return
-        if await self.secured():
-            refusal = await self._authenticate(scope)
-        elif self.host_check:
-            refusal = host_refusal(Request(scope))
+        try:
+            secured = await self.secured()
+        except Exception as exc:  # noqa: BLE001 - the key store cannot say which mode: only public paths go on
+            refusal = None if self.is_public(scope["method"], route_path(scope)) else _failure(exc)
         else:
-            refusal = None
+            if secured:
+                refusal = await self._authenticate(scope)
+            elif self.host_check:
+                refusal = host_refusal(Request(scope))
+            else:
+                refusal = None
         if refusal is None:
             await self.app(scope, receive, send)
             return
@@ -136,6 +155,8 @@ class EdgeGuard:
             scope[PRINCIPAL_KEY] = await self.authenticator.authenticate(Access("", None, "HTTP"), credentials)
         except A2AError as exc:
             return exc
+        except Exception as exc:  # noqa: BLE001 - the key store or token issuer failed: 503 or 500, logged
+            return _failure(exc)
         return None
 
 
