@@ -11,11 +11,13 @@
     GET  /.well-known/jwks.json              the keys push notifications are signed with
     GET  /agents                             the cards of all hosted agents
     GET  /healthz                            liveness
-    GET  /readyz                             readiness (store and bus reachable; 503 says why not)
+    GET  /readyz                             readiness (store and bus reachable; 503 says which part is not)
     *    /admin/keys[/{id}], /admin/tasks/{id}, /admin/prune  the admin API (admin scope; see parley.server.admin)
     GET  /, /ui/...                          the web dashboard (parley.web.dashboard; [server.dashboard] path)
 
-Every A2A request goes through the runtime's request pipeline; this module only
+Every request first passes parley.server.edge (open server: loopback Host and Origin only; secured server:
+authenticated from its headers, else 401 before any route or body). Every A2A request goes through the
+runtime's request pipeline; this module only
 routes, and turns URLs into agent ids and agent URLs. The JSON-RPC POSTs are routed
 by parley.server.rpc_door, ahead of Starlette's router.
 """
