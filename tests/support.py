@@ -169,6 +169,36 @@ def rpc(url: str, method: str, params: dict | None = None, *, version: str | Non
     return httpx.post(url, json=body, headers=headers, timeout=timeout)
 
 
+def raw_exchange(port: int, head: str, body: bytes = b"", *, timeout: float = 10) -> bytes:
+    """Send `head` (request line and headers, CRLF-separated, without the blank line) and `body` to 127.0.0.1:`port`
+    over a raw socket, then read until the server closes the connection (or `timeout`, a safety net: a server that
+    waits for more of the body than was sent never answers, and the caller sees what arrived, maybe nothing).
+
+    For what httpx cannot do: a request that declares more body than it sends."""
+    answer = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(head.encode("latin-1") + b"\r\n\r\n" + body)
+        try:
+            while chunk := sock.recv(65536):
+                answer += chunk
+        except (TimeoutError, ConnectionResetError):
+            pass
+    return answer
+
+
+def secured_app(admin_env: str = "PARLEY_TEST_ADMIN_KEY") -> tuple[Parley, str]:
+    """The built-in agents on an in-memory store, secured by an admin key in the environment variable `admin_env`
+    (set here, to a fresh random key): (the app, the key)."""
+    import secrets
+
+    from parley.serve import default_app
+    from parley.settings import AuthSettings, Settings
+
+    key = "admin-" + secrets.token_urlsafe(24)
+    os.environ[admin_env] = key
+    return default_app(None, settings=Settings(db="memory", auth=AuthSettings(admin_key_env=admin_env))), key
+
+
 # --- optional extras ---------------------------------------------------------------------------------------------
 #
 # The gRPC, MCP and OpenTelemetry tests need modules of optional extras (all installed by the dev extra). Without
@@ -249,9 +279,24 @@ def dashboard_login(page, base: str, credential: str) -> None:
     page.wait_for_url(f"{base}/")
 
 
-__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "LiveServer", "available", "chromium_or_skip", "dashboard_login", "free_port",
-           "in_ci", "missing_extra", "needs", "require", "rpc", "running", "stop_process", "wait_until_ready"]
-
-
-__all__ = ["LiveServer", "PrivateRedis", "available", "closed_by_peer", "free_port", "in_ci", "missing_extra", "needs", "require", "rpc", "running",
-           "wait_until_ready"]
+__all__ = [
+    "CHROMIUM",
+    "CHROMIUM_ARGS",
+    "LiveServer",
+    "PrivateRedis",
+    "available",
+    "chromium_or_skip",
+    "closed_by_peer",
+    "dashboard_login",
+    "free_port",
+    "in_ci",
+    "missing_extra",
+    "needs",
+    "raw_exchange",
+    "require",
+    "rpc",
+    "running",
+    "secured_app",
+    "stop_process",
+    "wait_until_ready",
+]

@@ -517,9 +517,9 @@ def _check_open_mode(runtime: Any, settings: Any) -> None:
         err.print(f"secured: {asyncio.run(_credentials(runtime))}; every request must authenticate",
                   highlight=False, soft_wrap=True)
         return
-    if not settings.loopback and not settings.insecure:
-        fail(f"no credentials are configured, so every client of {settings.host} would be trusted: make an API key "
-             "(parley keys create AGENT --db ...), configure [server.auth.jwt], or pass --insecure")
+    problem = settings.open_mode_problem()  # every listening address: HTTP host and gRPC grpc_host
+    if problem is not None:
+        fail(problem)
     where = "every client that can reach it" if not settings.loopback else "every local process"
     err.print(f"[bold yellow]WARNING:[/] no credentials configured: {where} is trusted, as the `anonymous` "
               "principal (development mode). Make an API key with `parley keys create AGENT` to require one.",

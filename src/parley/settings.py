@@ -75,6 +75,12 @@ class LimitSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_json_depth: int = 64  # nesting of a request body
     max_history_length: int = 1000  # messages in one task
     max_subscribers_per_task: int = 100  # streams following one task at once
+    # What one request may load and return (issue 28, item 6): the earlier tasks of a context handed to a new
+    # task's agent (their stored bytes read, then the newest messages kept), and the stored bytes of a ListTasks
+    # page (it ends early, with a nextPageToken; one task alone is always listed).
+    max_context_messages: int = 200  # messages of earlier tasks in a context given to a new task's agent
+    max_context_bytes: int = 4 * 1024 * 1024  # encoded bytes of those messages (4x this of stored tasks is read)
+    max_page_bytes: int = 8 * 1024 * 1024  # stored bytes of the tasks of one ListTasks page
     # One agent's own rate and task limits (`[server.limits.agents.<id>]`): requests_per_minute, burst,
     # tasks_per_agent replace the server's for that agent; the input limits are the server's.
     agents: dict[str, LimitSettings] = msgspec.field(default_factory=dict)
@@ -327,9 +333,36 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 
 
     @property
+    def listening(self) -> list[tuple[str, str]]:
+        """Every address the server listens on, as (the setting that names it, the address): `host` for HTTP,
+        and `grpc_host` for gRPC when it is served (`grpc_port`)."""
+        found = [("host", self.host)]
+        if self.grpc_port is not None:
+            found.append(("grpc_host", self.grpc_bind_host))
+        return found
+
+    @property
     def loopback(self) -> bool:
-        """Whether the server listens on a loopback address only."""
-        return self.host in ("127.0.0.1", "::1", "localhost") or self.host.startswith("127.")
+        """Whether the server listens on loopback addresses only (every one of :attr:`listening`)."""
+        return all(is_loopback_address(address) for _, address in self.listening)
+
+    def open_mode_problem(self) -> str | None:
+        """Why this server may not run open (no credentials configured): the first listening address that is not
+        loopback, in one line naming its setting and the ways out; None when every address is loopback or
+        `insecure` is set. The open-mode rule of `parley serve`, for every listening address (HTTP and gRPC)."""
+        if self.insecure:
+            return None
+        for name, address in self.listening:
+            if not is_loopback_address(address):
+                return (f"no credentials are configured, so every client of {name} {address} would be trusted: make "
+                        "an API key (parley keys create AGENT --db ...), configure [server.auth.jwt], or pass "
+                        "--insecure")
+        return None
+
+
+def is_loopback_address(address: str) -> bool:
+    """Whether a listening address is this machine's loopback only (`localhost`, 127.0.0.0/8, `::1`)."""
+    return address in ("127.0.0.1", "::1", "[::1]", "localhost") or address.startswith("127.")
 
 
 def is_redis_url(value: str | None) -> bool:
@@ -366,5 +399,6 @@ __all__ = [
     "PushSettings",
     "RetentionSettings",
     "Settings",
+    "is_loopback_address",
     "is_redis_url",
 ]

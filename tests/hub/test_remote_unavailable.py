@@ -39,7 +39,7 @@ card_url = "http://127.0.0.1:{remote_port}/a2a/interviewer/.well-known/agent-car
         wait_until_ready(proc, base)  # its output is read (communicate) in `finally`
         ready = httpx.get(f"{base}/readyz").json()
         assert ready["status"] == "ready"  # one remote agent down does not take the replica out of rotation
-        assert "cannot load its card" in ready["unavailable_agents"]["far"]
+        assert ready["unavailable_agents"] == {"far": "unavailable"}  # public: which agent, not why (GET /agents)
         listed = httpx.get(f"{base}/agents").json()
         assert set(listed["unavailable"]) == {"far"}
         assert "Connection refused" in listed["unavailable"]["far"] or "connect" in listed["unavailable"]["far"]

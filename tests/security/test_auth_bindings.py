@@ -285,9 +285,10 @@ async def test_a_request_without_credentials_gets_401_with_a_challenge(env: Env,
     assert_unauthenticated(w, binding, version)
 
 
-async def test_the_jsonrpc_401_body_is_a_jsonrpc_error_with_the_request_id(env: Env) -> None:
-    """Section 9 (JSON-RPC errors) with 7.4: the 401 body is a JSON-RPC 2.0 error response for the request's id,
-    code -32010 and a message saying what to send; the challenge names both accepted forms."""
+async def test_the_jsonrpc_401_body_is_a_jsonrpc_error_with_a_null_id(env: Env) -> None:
+    """Section 9 (JSON-RPC errors) with 7.4: the 401 body is a JSON-RPC 2.0 error response, code -32010 and a
+    message saying what to send; the challenge names both accepted forms. Its id is null: a stranger's body is
+    never read nor parsed (issue 28, item 7), so the request's id is not known (JSON-RPC 2.0 section 5)."""
     async with httpx.AsyncClient(timeout=WAIT) as http:
         resp = await http.post(env.srv.agent_url("alpha"),
                                headers={"A2A-Version": "1.0", "Content-Type": "application/json"},
@@ -295,7 +296,7 @@ async def test_the_jsonrpc_401_body_is_a_jsonrpc_error_with_the_request_id(env: 
                                                    "params": {}}))
     assert resp.status_code == 401
     body = resp.json()
-    assert body["jsonrpc"] == "2.0" and body["id"] == "req-42" and "result" not in body
+    assert body["jsonrpc"] == "2.0" and body["id"] is None and "result" not in body
     assert body["error"]["code"] == -32010 and "X-API-Key" in body["error"]["message"]
     challenge = resp.headers["www-authenticate"]
     assert challenge.startswith("ApiKey ") and "Bearer" in challenge

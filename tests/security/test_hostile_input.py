@@ -688,7 +688,7 @@ def test_a_forwarded_host_that_is_not_a_host_is_not_a_500(srv, header, host):
 def check_forwarded(http: httpx.Client, srv: Secured, header: str, value: str) -> None:
     resp = http.get("/.well-known/agent-card.json", headers={header: value})
     assert resp.status_code in (200, 400), f"public card: {resp.status_code} {resp.text[:300]}"
-    resp = http.get("/agents", headers={header: value})
+    resp = http.get("/agents", headers={header: value, "X-API-Key": srv.p2_key})  # not public when secured
     assert resp.status_code in (200, 400), f"/agents: {resp.status_code} {resp.text[:300]}"
     resp = http.post("/", json={"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard"},
                      headers={**V1, "X-API-Key": srv.p2_key, header: value})

@@ -18,6 +18,7 @@ card's `securitySchemes` tell clients what is required) and section 3.3.2 (authe
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -25,6 +26,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from support import needs
 
 from .secured import (
     ENV,
@@ -224,3 +227,56 @@ def test_purge_after_revoking_every_key_is_the_way_back_to_development_mode(db: 
         assert send_jsonrpc(srv.url, "hello", token=None).status_code == 200
         got = jsonrpc(srv.url, "GetTask", {"id": task["id"]}).json()
         assert got["result"]["id"] == task["id"]  # no task was lost on the way
+
+
+# --- every listening address: gRPC too (issue 28, item 4) -------------------------------------------------------
+
+
+def grpc_config(tmp_path: Path, grpc_host: str, grpc_port: int) -> str:
+    """A parley.toml whose HTTP host is loopback and whose gRPC listens on `grpc_host`."""
+    path = tmp_path / "parley.toml"
+    path.write_text(f'[server]\nhost = "127.0.0.1"\ngrpc_port = {grpc_port}\ngrpc_host = "{grpc_host}"\n'
+                    f'db = "{tmp_path / "parley.db"}"\nbuiltin_agents = true\n')
+    return str(path)
+
+
+@needs("grpc", "grpc")
+def test_grpc_on_every_interface_without_credentials_refuses_to_start(tmp_path: Path) -> None:
+    """`host` on loopback but `grpc_host = "0.0.0.0"`: an unauthenticated gRPC server on every interface. The
+    open-mode rule looks at every listening address: `parley serve` exits before listening, with one line naming
+    grpc_host and the ways out."""
+    port, grpc_port = free_port(), free_port()
+    proc = subprocess.run([*PARLEY, "serve", "--config", grpc_config(tmp_path, "0.0.0.0", grpc_port), "--port",
+                           str(port)], check=False, capture_output=True, text=True, env=ENV, timeout=TIMEOUT)
+    line = one_error_line(proc, "grpc_host 0.0.0.0", "--insecure", "parley keys create")
+    assert "host 127.0.0.1" not in line
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+
+
+@needs("grpc", "grpc")
+def test_grpc_on_every_interface_starts_with_insecure(tmp_path: Path) -> None:
+    grpc_port = free_port()
+    with served("--config", grpc_config(tmp_path, "0.0.0.0", grpc_port), "--insecure") as srv:
+        assert "every client that can reach it" in warning_lines(srv.stderr)[0], srv.stderr
+        with socket.create_connection(("127.0.0.1", grpc_port), timeout=WAIT):
+            pass  # gRPC listens
+
+
+@needs("grpc", "grpc")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # uvicorn exits its thread
+def test_an_app_served_another_way_does_not_start_open_grpc_on_every_interface() -> None:
+    """The same rule where `parley serve` does not check it (an app run by uvicorn directly): the gRPC server
+    refuses to start, so the app's start-up fails; with `insecure` it starts."""
+    from parley.serve import default_app
+    from parley.settings import Settings
+    from support import LiveServer
+
+    def app(insecure: bool) -> LiveServer:
+        settings = Settings(db="memory", grpc_port=free_port(), grpc_host="0.0.0.0", insecure=insecure)
+        return LiveServer(default_app(None, settings=settings))
+
+    with pytest.raises(RuntimeError, match="did not start"):
+        app(insecure=False).start()
+    srv = app(insecure=True).start()
+    srv.stop()

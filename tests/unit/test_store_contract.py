@@ -7,6 +7,7 @@ a refused commit leaves no trace of any part of it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sqlite3
 from collections.abc import AsyncIterator
@@ -1238,3 +1239,28 @@ async def test_list_newest_created_first_pages_by_id_and_counts_on_demand(store:
         if cursor is None:
             break
     assert seen == ["04-d", "03-c", "01-a"]
+
+
+async def test_a_page_bounded_in_bytes_ends_early_and_paging_goes_on(store: TaskStore) -> None:
+    """TaskQuery.max_bytes (issue 28, item 6): a page holds the newest tasks whose stored bytes fit, at least one
+    unless told otherwise; its cursor continues after the last one, so paging still reaches every task."""
+    big = "z" * 10_000
+    for i in range(6):
+        task = new_task(f"t{i}")
+        task.history = [msg(f"u{i}", big, task_id=task.id)]
+        await put(store, task, updated=1000.0 + i, message=key(f"m{i}", content=big))
+    bounded = dataclasses.replace(query(m.ListTasksRequest(page_size=100)), max_bytes=25_000)
+    seen: list[str] = []
+    while True:
+        page = await store.list(bounded)
+        assert 1 <= len(page.records) <= 2, [r.task.id for r in page.records]
+        seen += [r.task.id for r in page.records]
+        if page.next_cursor is None:
+            break
+        bounded = dataclasses.replace(bounded, cursor=page.next_cursor)
+    assert seen == [f"t{i}" for i in reversed(range(6))]
+    one = dataclasses.replace(query(m.ListTasksRequest(page_size=100)), max_bytes=100)
+    assert len((await store.list(one)).records) == 1  # a task over the bound alone: still listed
+    none = dataclasses.replace(one, at_least_one=False)
+    page = await store.list(none)
+    assert page.records == [] and page.next_cursor is None  # nothing fits, and nothing to continue from

@@ -11,11 +11,13 @@
     GET  /.well-known/jwks.json              the keys push notifications are signed with
     GET  /agents                             the cards of all hosted agents
     GET  /healthz                            liveness
-    GET  /readyz                             readiness (store and bus reachable; 503 says why not)
+    GET  /readyz                             readiness (store and bus reachable; 503 says which part is not)
     *    /admin/keys[/{id}], /admin/tasks/{id}, /admin/prune  the admin API (admin scope; see parley.server.admin)
     GET  /, /ui/...                          the web dashboard (parley.web.dashboard; [server.dashboard] path)
 
-Every A2A request goes through the runtime's request pipeline; this module only
+Every request first passes parley.server.edge (open server: loopback Host and Origin only; secured server:
+authenticated from its headers, else 401 before any route or body). Every A2A request goes through the
+runtime's request pipeline; this module only
 routes, and turns URLs into agent ids and agent URLs. The JSON-RPC POSTs are routed
 by parley.server.rpc_door, ahead of Starlette's router.
 """
@@ -34,18 +36,19 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from parley.protocol.codec import dumps
-from parley.protocol.errors import A2AError, MethodNotFoundError, TaskNotFoundError
+from parley.protocol.errors import A2AError, InvalidParamsError, MethodNotFoundError, TaskNotFoundError
 from parley.protocol.operations import Operation
 from parley.runtime import Runtime
 from parley.server.admin import AdminApi
 from parley.server.cards import CardDocument, card_v1
+from parley.server.edge import EdgeGuard, clip
 from parley.server.http import credentials_of
 from parley.server.jsonrpc import JsonRpcEndpoint, error_body
 from parley.server.pipeline import AgentUrl, Call
 from parley.server.rest import RestEndpoint
-from parley.server.rest_base import is_v03_path
+from parley.server.rest_base import is_v03_path, status_body
 from parley.server.rest_v03 import RestV03Endpoint
-from parley.server.rpc_door import JsonRpcDoor
+from parley.server.rpc_door import JsonRpcDoor, route_path, rpc_agent_of
 from parley.server.service import PushLogRequest, TraceRequest
 from parley.server.urls import agent_url, base_url
 from parley.telemetry import hooks as telemetry
@@ -54,6 +57,8 @@ from parley.web.dashboard import Dashboard
 log = logging.getLogger("parley.server")
 CARD_MAX_AGE = 300
 REST_VERBS = ["GET", "POST", "DELETE", "PUT", "PATCH"]
+CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
+PUBLIC_PATHS = frozenset({*CARD_PATHS, "/healthz", "/readyz", "/.well-known/jwks.json"})
 
 
 class HttpServer:
@@ -67,6 +72,7 @@ class HttpServer:
         self.rest = RestEndpoint(runtime.pipeline, limit, keepalive)
         self.rest_v03 = RestV03Endpoint(runtime.pipeline, limit, keepalive)
         self.dashboard = Dashboard(runtime, self.jsonrpc) if runtime.settings.dashboard.enabled else None
+        self._readiness_logged: dict[str, str] = {}  # the readiness problems last logged
 
     def agent_url(self, request: Request, agent_id: str, *, root: bool = False) -> str:
         """Where an agent's endpoint is, as the client of `request` reaches it."""
@@ -75,16 +81,45 @@ class HttpServer:
     # --- A2A -------------------------------------------------------------------------------------
 
     def _no_agent(self, agent_id: str) -> MethodNotFoundError:
-        """An agent id nobody hosts: the error names the agents that are (at most 20)."""
+        """An agent id nobody hosts: the error names the agents that are (at most 20). On a secured server only
+        an authenticated caller gets this far (parley.server.edge)."""
         hosted = list(self.runtime.agents)
         names = ", ".join(hosted[:20]) + (f" and {len(hosted) - 20} more" if len(hosted) > 20 else "")
-        return MethodNotFoundError(f"No agent {agent_id!r} is hosted here (the agents are: {names}); "
+        return MethodNotFoundError(f"No agent {clip(agent_id)!r} is hosted here (the agents are: {names}); "
                                    "GET /agents lists them")
 
     def _unknown_agent(self, agent_id: str) -> Response:
-        """404 for an agent id nobody hosts, as a JSON-RPC error body."""
+        """404 for an agent id nobody hosts, as a JSON-RPC error body (the JSON-RPC door's answer)."""
         return Response(error_body(None, self._no_agent(agent_id), "0.3"), status_code=404,
                         media_type="application/json")
+
+    def refuse(self, request: Request, error: A2AError) -> Response:
+        """`error` (a refusal at the edge: parley.server.edge) in the error shape of the binding the request's
+        path belongs to: a JSON-RPC error for the JSON-RPC door's POSTs, else google.rpc.Status (HTTP+JSON's)."""
+        path = route_path(request.scope)
+        if request.method == "POST" and rpc_agent_of(path) is not None:
+            version = "1.0" if _wants_v1(request) else "0.3"
+            return Response(error_body(None, error, version), status_code=error.http_status,
+                            media_type="application/json", headers=error.headers)
+        if _parley_route(path):
+            return _status_response(error)
+        below = path.removeprefix("/a2a/").partition("/")[2] if path.startswith("/a2a/") else path.lstrip("/")
+        return self._rest_endpoint(below).error_response(request, error)
+
+    def is_public(self, method: str, path: str) -> bool:
+        """Whether (method, path) is answered without credentials on a secured server: the public cards of
+        hosted agents (spec 8.2), health, readiness, the push-signing keys and the dashboard (its own login)."""
+        if method in ("GET", "HEAD"):
+            if path in PUBLIC_PATHS:
+                return True
+            head, _, card = path.removeprefix("/a2a/").partition("/")
+            if path.startswith("/a2a/") and f"/{card}" in CARD_PATHS and head in self.runtime.agents:
+                return True
+        if self.dashboard is None:
+            return False
+        dashboard = self.settings.dashboard
+        home = path == dashboard.path and method in ("GET", "HEAD")  # POST / is the default agent's JSON-RPC
+        return home or path == dashboard.root or path.startswith(dashboard.root + "/")
 
     async def rpc(self, request: Request, agent_id: str | None) -> Response:
         """A JSON-RPC POST to an agent (None: the default agent, at `/`); routed by parley.server.rpc_door."""
@@ -125,8 +160,8 @@ class HttpServer:
 
     async def card_agent(self, request: Request) -> Response:
         agent_id = request.path_params["agent_id"]
-        if agent_id not in self.runtime.agents:
-            return JSONResponse({"error": self._no_agent(agent_id).message}, status_code=404)
+        if agent_id not in self.runtime.agents:  # google.rpc.Status, as HTTP+JSON answers
+            return _status_response(self._no_agent(agent_id))
         return await self._card(request, agent_id, self.agent_url(request, agent_id))
 
     async def _card(self, request: Request, agent_id: str, url: str) -> Response:
@@ -150,7 +185,7 @@ class HttpServer:
         try:
             depth = parse_depth(request.query_params.get("depth"))
         except ValueError as exc:
-            return JSONResponse({"error": str(exc)}, status_code=400)
+            return _status_response(InvalidParamsError(f"Invalid params: {exc}"))
         return await self._task_extension(request, Operation.TRACE,
                                           lambda task_id: TraceRequest(task_id, depth))
 
@@ -159,10 +194,11 @@ class HttpServer:
         return await self._task_extension(request, Operation.PUSH_LOG, PushLogRequest)
 
     async def _task_extension(self, request: Request, op: Operation, make: Any) -> Response:
-        """One of Parley's per-task JSON endpoints, through the request pipeline (owner checks, limits)."""
+        """One of Parley's per-task JSON endpoints, through the request pipeline (owner checks, limits). Errors
+        are google.rpc.Status bodies, as the HTTP+JSON binding answers, quoting at most 64 characters of an id."""
         agent_id = request.path_params.get("agent_id") or self.runtime.default_agent
         if agent_id not in self.runtime.agents:
-            return self._unknown_agent(agent_id)
+            return _status_response(self._no_agent(agent_id))
         task_id = request.path_params["task_id"]
 
         async def decode() -> Call:
@@ -171,9 +207,9 @@ class HttpServer:
         try:
             outcome = await self.runtime.pipeline.serve("HTTP", credentials_of(request), decode, agent_id)
         except TaskNotFoundError:
-            return JSONResponse({"error": f"task {task_id!r} not found"}, status_code=404)
+            return _status_response(TaskNotFoundError(f"Task not found: {clip(task_id)!r}"))
         except A2AError as exc:  # its headers too: WWW-Authenticate on a 401, Retry-After on a 429
-            return JSONResponse({"error": exc.message}, status_code=exc.http_status, headers=exc.headers or None)
+            return _status_response(exc)
         return JSONResponse(outcome.result, headers=outcome.headers)
 
     async def jwks(self, request: Request) -> Response:
@@ -183,11 +219,20 @@ class HttpServer:
         return JSONResponse(keys, headers={"Cache-Control": "public, max-age=300"})
 
     async def readyz(self, request: Request) -> Response:
-        """GET /readyz: 200 when this replica can take work (store and bus reachable), else 503 saying why."""
+        """GET /readyz: 200 when this replica can take work (store and bus reachable), else 503 saying which part
+        is not. It is public: it names parts ("unavailable"), never their errors, which go to the log (once per
+        change); the unavailable agents are named, why is in GET /agents (authenticated) and the log."""
         checks = await self.runtime.readiness()
         ready = all(v == "ok" for v in checks.values())
-        return JSONResponse({"status": "ready" if ready else "unavailable", "checks": checks,
-                             "unavailable_agents": self.runtime.unavailable_agents()},  # informational
+        problems = {name: why for name, why in checks.items() if why != "ok"}
+        if problems != self._readiness_logged:
+            self._readiness_logged = problems
+            if problems:
+                log.warning("not ready: %s", "; ".join(f"{name}: {why}" for name, why in problems.items()))
+        public = {name: "ok" if why == "ok" else "unavailable" for name, why in checks.items()}
+        agents = {agent_id: "unavailable" for agent_id in self.runtime.unavailable_agents()}  # informational
+        return JSONResponse({"status": "ready" if ready else "unavailable", "checks": public,
+                             "unavailable_agents": agents},
                             status_code=200 if ready else 503, headers={"Cache-Control": "no-store"})
 
     async def healthz(self, request: Request) -> Response:
@@ -214,6 +259,20 @@ class HttpServer:
                 await runtime.stop()
             finally:
                 telemetry.server_stopped(runtime)  # telemetry: end the spans of tasks left open
+
+
+def _parley_route(path: str) -> bool:
+    """Whether a path is one of Parley's own JSON routes (admin, agents list, traces, push logs, health, keys),
+    not an A2A binding's."""
+    return (path.startswith(("/admin/", "/.well-known/")) or path in ("/agents", "/admin", "/healthz", "/readyz")
+            or ("/tasks/" in path and path.endswith(("/trace", "/pushLog"))))
+
+
+def _status_response(error: A2AError) -> Response:
+    """An error of Parley's own JSON routes: google.rpc.Status as JSON (the HTTP+JSON binding's error shape,
+    parley.server.rest_base), with the error's headers (WWW-Authenticate, Retry-After)."""
+    return Response(status_body(error), status_code=error.http_status, media_type="application/json",
+                    headers=error.headers or None)
 
 
 def _wants_v1(request: Request) -> bool:
@@ -277,6 +336,11 @@ def create_app(runtime: Runtime) -> Starlette:
     starlette = Starlette(routes=routes, lifespan=server.lifespan)
     starlette.state.parley = runtime
     starlette.add_middleware(JsonRpcDoor, handle=server.rpc)  # POST / and /a2a/{agent_id}: JSON-RPC
+    # Ahead of every route, the JSON-RPC door included: the open-mode host rule, or authentication first
+    settings = runtime.settings
+    starlette.add_middleware(EdgeGuard, authenticator=runtime.pipeline.authenticator,
+                             host_check=not (settings.insecure or settings.public_url),
+                             refuse=server.refuse, is_public=server.is_public)
     # telemetry (parley.telemetry): request middleware (outside the JSON-RPC door: added after it), engine
     # listener/observer; nothing when it is off
     telemetry.instrument(starlette, runtime)

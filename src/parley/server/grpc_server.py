@@ -51,6 +51,7 @@ from parley.runtime import Runtime
 from parley.server.access import Credentials
 from parley.server.pipeline import Call
 from parley.server.resume import parse_event_id
+from parley.settings import is_loopback_address
 from parley.tasks.bus import StreamsEnded
 from parley.telemetry import hooks as telemetry
 
@@ -287,6 +288,12 @@ async def start_grpc_server(runtime: Runtime, host: str, port: int) -> grpc.aio.
 
     Stop it with `await grpc_server.stop(grace)` before the engine shuts down.
     """
+    secured = getattr(runtime.pipeline.authenticator, "secured", None)
+    if secured is not None and not runtime.settings.insecure and not is_loopback_address(host) and not await secured():
+        # The open-mode rule (parley.settings.Settings.open_mode_problem) for an app served some other way than
+        # `parley serve`, which checks it before it starts: no unauthenticated gRPC on a reachable address.
+        raise RuntimeError(f"no credentials are configured, so every client of grpc_host {host} would be trusted: "
+                           "configure credentials, serve gRPC on a loopback address, or set insecure")
     grpc_server, bound = create_grpc_server(runtime, host, port)
     await grpc_server.start()
     log.info("gRPC (A2A 1.0) listening on %s:%d", host, bound)

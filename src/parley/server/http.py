@@ -16,6 +16,8 @@ from parley.protocol.errors import InvalidRequestError, PayloadTooLargeError, Un
 from parley.server.access import Credentials
 from parley.server.resume import parse_event_id
 
+PRINCIPAL_KEY = "parley.principal"  # the ASGI scope key of the principal parley.server.edge authenticated
+
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 KEEPALIVE_FRAME = b": keep-alive\n\n"
 # The last frame of a stream the server ends because it is stopping: reconnect soon (to another replica behind
@@ -112,9 +114,13 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 
 def credentials_of(request: Request) -> Credentials:
-    """What an HTTP request presents to the authenticator: its headers and the peer address."""
-    client = request.scope.get("client")
-    return Credentials(headers=request.headers, peer=client[0] if client else None)
+    """What an HTTP request presents to the authenticator: its headers and the peer address, and the principal
+    the server's edge already authenticated from those headers (parley.server.edge; nothing a client sends
+    can set it), so that the pipeline does not authenticate twice."""
+    scope = request.scope
+    client = scope.get("client")
+    return Credentials(headers=request.headers, peer=client[0] if client else None,
+                       principal=scope.get(PRINCIPAL_KEY))
 
 
 def sse_frame(data: bytes, event_id: int | None = None, event: str | None = None) -> bytes:

@@ -34,6 +34,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from parley.agents.base import Agent, AgentError, AgentOutput, InternalEvent, Reply, RunContext, new_id
 from parley.log_throttle import Throttled
 from parley.protocol import models as m
@@ -44,6 +46,7 @@ from parley.protocol.errors import (
     UnsupportedOperationError,
 )
 from parley.protocol.states import InvalidTransition, check_transition, is_settled, is_terminal
+from parley.settings import LimitSettings
 from parley.tasks.bus import EventBus, LocalBus
 from parley.tasks.follow import StopWhen, follow_log
 from parley.tasks.log import Entry, apply, fold, now_iso, trim_history
@@ -73,6 +76,9 @@ RESUME_MESSAGE = "Resumed from the last checkpoint after a server restart."
 CHECKPOINT = "internal:checkpoint"
 DELEGATION = "internal:delegation"  # {url, agent, taskId, contextId}: a child task, kept as a link for traces
 CONTEXT_TASKS = 50  # earlier tasks of a context handed to a new task's agent, newest kept
+# Stored bytes of a context's earlier tasks read for a new task, in multiples of limits.max_context_bytes (a task
+# stores its messages, its answer and more: more is read than is handed on)
+CONTEXT_READ_FACTOR = 4
 LEASE_SECONDS = 30.0
 PUBLISH_WARNING_SECONDS = 10.0  # at most one "publishing failed" line this often (with a count of the others)
 PACE_SECONDS = 0.002  # an agent that never awaits gets the loop back to the others this often
@@ -202,9 +208,11 @@ class TaskEngine:
         sole: bool | None = None,
         observers: list[Observer] | None = None,
         max_history: int | None = None,
+        limits: LimitSettings | None = None,
     ) -> None:
         self.store = store
         self.max_history = max_history
+        self.limits = limits or LimitSettings()  # what a context's history and a list page may load
         self.agents = agents
         self.bus = bus or LocalBus()
         self.delegator = delegator
@@ -529,11 +537,24 @@ class TaskEngine:
             done.exception()  # its sender is told (or had left); not an unretrieved exception
 
     async def _context_history(self, agent_id: str, owner: str, context_id: str) -> list[m.Message]:
-        """The conversation of earlier tasks in a context, oldest first, each answer as an agent message."""
+        """The conversation of earlier tasks in a context, oldest first, each answer as an agent message.
+
+        Bounded (limits.max_context_bytes, limits.max_context_messages): the newest tasks whose stored bytes fit
+        in CONTEXT_READ_FACTOR times max_context_bytes are read (a newest task larger than that alone gives no
+        history), and of their messages the newest that fit in max_context_bytes are kept. One send naming a
+        context must not load everything the context ever held."""
+        limits = self.limits
         page = await self.store.list(TaskQuery(agent_id=agent_id, owner=owner, context_id=context_id,
-                                                page_size=CONTEXT_TASKS))
+                                                page_size=CONTEXT_TASKS, count=False, at_least_one=False,
+                                                max_bytes=CONTEXT_READ_FACTOR * limits.max_context_bytes))
+        return _newest_within(self._conversation(page.records), limits.max_context_messages,
+                              limits.max_context_bytes)
+
+    @staticmethod
+    def _conversation(records: list[TaskRecord]) -> list[m.Message]:
+        """The messages of earlier tasks, oldest first, each answer as an agent message."""
         messages: list[m.Message] = []
-        for rec in sorted(page.records, key=lambda r: (r.created_at, r.task.id)):
+        for rec in sorted(records, key=lambda r: (r.created_at, r.task.id)):
             t = rec.task
             messages.extend(t.history or [])
             if t.status.message is not None:
@@ -751,7 +772,7 @@ class TaskEngine:
 
     async def list(self, agent_id: str, owner: str, req: m.ListTasksRequest) -> m.ListTasksResponse:
         """A page of the owner's tasks on this agent, newest update first."""
-        query = make_query(agent_id, owner, req)
+        query = make_query(agent_id, owner, req, max_bytes=self.limits.max_page_bytes)
         page = await self.store.list(query)
         tasks = []
         for rec in page.records:
@@ -1019,6 +1040,19 @@ def unwrap_checkpoint(stored: dict[str, Any] | None) -> tuple[dict[str, Any] | N
 def state_name(state: m.TaskState) -> str:
     """`TASK_STATE_INPUT_REQUIRED` -> `input-required`."""
     return state.value.removeprefix("TASK_STATE_").lower().replace("_", "-")
+
+
+def _newest_within(messages: list[m.Message], count: int, size: int) -> list[m.Message]:
+    """The newest of `messages` (oldest first) that fit in `count` messages and `size` encoded bytes."""
+    kept: list[m.Message] = []
+    used = 0
+    for msg in reversed(messages[-count:] if count > 0 else []):
+        used += len(msgspec.json.encode(msg))
+        if used > size:
+            break
+        kept.append(msg)
+    kept.reverse()
+    return kept
 
 
 def _check_history_length(value: int | None) -> None:

@@ -55,6 +55,7 @@ from parley.tasks.store import (
     check_commit,
     stores_snapshot,
     visible,
+    within_bytes,
 )
 
 _TRIM_CHANGES = TRIM_CHANGES.replace("?", "$1")
@@ -471,12 +472,22 @@ class PostgresTaskStore(PostgresTables, TaskStore):
         order = "id DESC" if created else "updated_at DESC, id DESC"
         async with self.pool.acquire() as conn:
             total = await conn.fetchval(f"SELECT count(*) FROM tasks WHERE {cond}", *args) if query.count else -1
-            rows = await conn.fetch(
-                f"SELECT {_RECORD} FROM tasks WHERE {page_cond} ORDER BY {order} "
-                f"LIMIT ${len(page_args)}", *page_args)
-            records = await _records(conn, rows[: query.page_size])
+            if query.max_bytes is not None:  # sizes first, then only the rows that fit (query.max_bytes)
+                sized = await conn.fetch(f"SELECT id, octet_length(snapshot) FROM tasks WHERE {page_cond} "
+                                         f"ORDER BY {order} LIMIT ${len(page_args)}", *page_args)
+                taken = [r[0] for r in sized[: within_bytes([r[1] for r in sized], query)]]
+                found = {r[0]: tuple(r)[1:] for r in await conn.fetch(
+                    f"SELECT id, {_RECORD} FROM tasks WHERE id = ANY($1::text[])", taken)}
+                records = await _records(conn, [found[task_id] for task_id in taken if task_id in found])
+                more = len(sized) > len(taken)
+            else:
+                rows = await conn.fetch(
+                    f"SELECT {_RECORD} FROM tasks WHERE {page_cond} ORDER BY {order} "
+                    f"LIMIT ${len(page_args)}", *page_args)
+                records = await _records(conn, rows[: query.page_size])
+                more = len(rows) > query.page_size
         nxt = None
-        if len(rows) > query.page_size and records:
+        if more and records:
             last = records[-1]
             nxt = (0.0, last.task.id) if created else (last.updated_at, last.task.id)
         return TaskPage(records=records, next_cursor=nxt, total=total)

@@ -58,6 +58,7 @@ from parley.tasks.store import (
     TaskStore,
     check_commit,
     stores_snapshot,
+    within_bytes,
 )
 
 # 4: the indexes retention reads (finished tasks by age, idempotency keys by task); 5: tasks_by_owner in ascending
@@ -590,13 +591,24 @@ class SqliteTaskStore(TaskStore):
             cond += " AND (updated_at < ? OR (updated_at = ? AND id < ?))"
             page_args += [query.cursor[0], query.cursor[0], query.cursor[1]]
         order = "id DESC" if created else "updated_at DESC, id DESC"
-        rows = self._db.execute(
-            f"SELECT {_RECORD} FROM tasks WHERE {cond} ORDER BY {order} LIMIT ?",
-            [*page_args, query.page_size + 1],
-        ).fetchall()
-        records = [self._record(r) for r in rows[: query.page_size]]
+        if query.max_bytes is not None:  # sizes first (length() reads no snapshot), then only the rows that fit
+            sized = self._db.execute(f"SELECT id, length(snapshot) FROM tasks WHERE {cond} ORDER BY {order} LIMIT ?",
+                                     [*page_args, query.page_size + 1]).fetchall()
+            taken = [task_id for task_id, _ in sized[: within_bytes([size for _, size in sized], query)]]
+            found = {r[-1]: r[:-1] for i in range(0, len(taken), _BATCH) for r in self._db.execute(
+                f"SELECT {_RECORD}, id FROM tasks WHERE id IN ({','.join('?' * len(taken[i:i + _BATCH]))})",
+                taken[i:i + _BATCH]).fetchall()}
+            records = [self._record(found[task_id]) for task_id in taken if task_id in found]
+            more = len(sized) > len(taken)
+        else:
+            rows = self._db.execute(
+                f"SELECT {_RECORD} FROM tasks WHERE {cond} ORDER BY {order} LIMIT ?",
+                [*page_args, query.page_size + 1],
+            ).fetchall()
+            records = [self._record(r) for r in rows[: query.page_size]]
+            more = len(rows) > query.page_size
         nxt = None
-        if len(rows) > query.page_size and records:
+        if more and records:
             last = records[-1]
             nxt = (0.0, last.task.id) if created else (last.updated_at, last.task.id)
         return TaskPage(records=records, next_cursor=nxt, total=total)

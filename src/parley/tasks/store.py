@@ -238,6 +238,12 @@ class TaskQuery:
     # "updated": newest update first (ListTasks); "created": newest task first, by id (ids are UUIDv7, time
     # ordered: the primary key serves it, no index of its own on the write path; the dashboard's table)
     order: str = "updated"
+    # Stored bytes the page's snapshots may add up to (None: no bound): the page ends before the task that would
+    # go over (its next_cursor continues there), so that a page never loads more than this plus one task.
+    # `at_least_one`: the first task is taken whatever its size (ListTasks: a page always makes progress); else a
+    # first task over the bound ends the page empty (a new task's context: nothing rather than too much).
+    max_bytes: int | None = None
+    at_least_one: bool = True
 
 
 @dataclass(slots=True)
@@ -267,8 +273,9 @@ def decode_cursor(token: str) -> tuple[float, str]:
         raise InvalidParamsError(f"Invalid params: `pageToken` {token!r} is not a valid page token") from None
 
 
-def make_query(agent_id: str, owner: str, req: m.ListTasksRequest) -> TaskQuery:
-    """Check ListTasks params and build the store query."""
+def make_query(agent_id: str, owner: str, req: m.ListTasksRequest, *, max_bytes: int | None = None) -> TaskQuery:
+    """Check ListTasks params and build the store query; `max_bytes` bounds the stored bytes of the page
+    (limits.max_page_bytes: a page ends early, with a next page token, rather than load more)."""
     size = DEFAULT_PAGE_SIZE if req.page_size is None else req.page_size
     if size < 1 or size > MAX_PAGE_SIZE:
         raise InvalidParamsError(f"Invalid params: `pageSize` must be between 1 and {MAX_PAGE_SIZE}, got {size}")
@@ -284,6 +291,7 @@ def make_query(agent_id: str, owner: str, req: m.ListTasksRequest) -> TaskQuery:
         status_after=after,
         page_size=size,
         cursor=cursor,
+        max_bytes=max_bytes,
     )
 
 
@@ -559,6 +567,19 @@ def _position_of(query: TaskQuery) -> Callable[[TaskRecord], tuple[float, str]]:
     return lambda r: (r.updated_at, r.task.id)
 
 
+def within_bytes(sizes: list[int], query: TaskQuery) -> int:
+    """How many of the candidate rows (their stored sizes, in page order) a page takes under `query.max_bytes`."""
+    if query.max_bytes is None:
+        return min(len(sizes), query.page_size)
+    taken = used = 0
+    for size in sizes[: query.page_size]:
+        if used + size > query.max_bytes and (taken or not query.at_least_one):
+            break
+        used += size
+        taken += 1
+    return taken
+
+
 def page_of(records: list[TaskRecord], query: TaskQuery) -> TaskPage:
     """Sort, filter and cut a page from an in-memory list of records."""
     rows = [r for r in records if matches(r, query)]
@@ -567,7 +588,11 @@ def page_of(records: list[TaskRecord], query: TaskQuery) -> TaskPage:
     total = len(rows) if query.count else -1
     if query.cursor is not None:
         rows = [r for r in rows if position(r) < query.cursor]
-    page = rows[: query.page_size]
-    more = len(rows) > query.page_size
+    if query.max_bytes is not None:  # the records are in memory already: the bound keeps the answer's size
+        candidates = rows[: query.page_size + 1]
+        page = candidates[: within_bytes([len(msgspec.json.encode(r.task)) for r in candidates], query)]
+    else:
+        page = rows[: query.page_size]
+    more = len(rows) > len(page)
     nxt = position(page[-1]) if more and page else None
     return TaskPage(records=page, next_cursor=nxt, total=total)
