@@ -91,5 +91,5 @@ def test_the_dashboard_forms_answer_on_a_bare_install(bare: Install, workdir: Pa
         assert home.status_code == 200 and "Echo" in home.text and "Interviewer" in home.text
         csrf = re.search(r'name="csrf" value="([^"]+)"', home.text).group(1)
         logged_out = browser.post("/ui/logout", data={"csrf": csrf})
-        assert logged_out.status_code == 303 and logged_out.headers["location"].endswith("/ui/login")
+        assert logged_out.status_code == 303 and logged_out.headers["location"].endswith("/ui/login?message=logged-out")
         assert browser.get("/").headers.get("location", "").startswith("/ui/login")

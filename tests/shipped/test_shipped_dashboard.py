@@ -55,7 +55,8 @@ def test_login_lists_the_agents_and_logout_ends_the_session(page, secured) -> No
     agents = page.get_by_test_id("agents").inner_text()
     assert "Echo" in agents and "Interviewer" in agents
     page.get_by_role("button", name="Log out").click()
-    page.wait_for_url(f"{served.url}/ui/login")
+    page.wait_for_url(f"{served.url}/ui/login?message=logged-out")  # the server's own message, by its code
+    assert "You have logged out." in page.content()
     page.goto(f"{served.url}/ui/keys")
     assert "/ui/login" in page.url
 
