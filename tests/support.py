@@ -271,6 +271,21 @@ def chromium_or_skip() -> str:
     pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
 
 
+@contextmanager
+def chromium_browser() -> Iterator[object]:
+    """One headless Debian chromium under Playwright for as long as the block runs (skipped without it, failed
+    under CI=true)."""
+    executable = chromium_or_skip()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
 def dashboard_login(page, base: str, credential: str) -> None:
     """Log in to the dashboard at `base` through its login form, as a person would (a Playwright page)."""
     page.goto(f"{base}/ui/login")
@@ -285,6 +300,7 @@ __all__ = [
     "LiveServer",
     "PrivateRedis",
     "available",
+    "chromium_browser",
     "chromium_or_skip",
     "closed_by_peer",
     "dashboard_login",

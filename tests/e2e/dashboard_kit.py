@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from support import CHROMIUM, CHROMIUM_ARGS, chromium_or_skip, dashboard_login
+from support import CHROMIUM, CHROMIUM_ARGS, chromium_browser, chromium_or_skip, dashboard_login
 
 ADMIN_KEY = "adm_dashboard-test-key-0123456789"
 
@@ -69,15 +69,8 @@ def write_config(directory: Path) -> Path:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     """One headless chromium for a test module."""
-    executable = chromium_or_skip()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with chromium_browser() as chromium:
+        yield chromium
 
 
 @contextlib.contextmanager

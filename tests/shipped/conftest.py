@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from shipkit import REPO, Dist, Install, build, install
 
-from support import CHROMIUM_ARGS, chromium_or_skip
+from support import chromium_browser
 
 
 @pytest.fixture(scope="session")
@@ -51,12 +51,5 @@ def workdir(tmp_path: Path) -> Path:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     """One headless Debian chromium for a test module (skipped without it, failed under CI=true)."""
-    executable = chromium_or_skip()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
+    with chromium_browser() as chromium:
+        yield chromium

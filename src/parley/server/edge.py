@@ -7,7 +7,7 @@ Two rules, one per mode of the server (docs/security.md, "Modes"):
   requests whose `Host` is a loopback name (`localhost`, `127.0.0.1`, `[::1]`, any port) and whose `Origin`,
   when there is one, is a loopback origin. A web page the user visits cannot reach the server through a DNS
   name it rebinds to 127.0.0.1 (its `Host` is that name), nor read answers cross-site (its `Origin` is its
-  own). The dashboard's check (`parley.web.dashboard._loopback_host`) is the one used, for every route.
+  own). The rule is `parley.server.loopback`'s, the dashboard's too.
   `--insecure` and `public_url` (a server meant to be reached by other names) turn it off, as they do for the
   dashboard.
 - **Secured** (a credential exists): a request is authenticated from its headers first. Without valid
@@ -24,10 +24,8 @@ the request pipeline: neither rule applies.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 from collections.abc import Callable
-from urllib.parse import urlsplit
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -36,9 +34,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from parley.protocol.errors import A2AError, InternalError, PermissionDeniedError, ServiceUnavailableError
 from parley.server.access import Access, Credentials
 from parley.server.http import PRINCIPAL_KEY
+from parley.server.loopback import loopback_host, loopback_origin
 from parley.server.rpc_door import route_path
 from parley.tasks.store import unavailable
-from parley.web.dashboard import _loopback_host as loopback_host  # the dashboard's check, for every route
 
 log = logging.getLogger("parley.server")
 
@@ -57,22 +55,6 @@ class UntrustedHostError(PermissionDeniedError):
 def clip(text: str, limit: int = ECHO_MAX) -> str:
     """A client's input as an error quotes it: at most `limit` characters, then "…"."""
     return text if len(text) <= limit else text[:limit] + "…"
-
-
-def loopback_origin(origin: str) -> bool:
-    """Whether an `Origin` header names a page served from this machine's loopback (`null` does not)."""
-    try:
-        name = urlsplit(origin).hostname
-    except ValueError:
-        return False
-    if not name:
-        return False
-    if name == "localhost" or name.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 def host_refusal(request: Request) -> UntrustedHostError | None:

@@ -22,7 +22,6 @@ open (development mode): everyone is let in, and every page says so.
 from __future__ import annotations
 
 import functools
-import ipaddress
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -48,6 +47,7 @@ from parley.server.access import ANONYMOUS, Access, Credentials, Principal
 from parley.server.admin import issue_key, key_json
 from parley.server.cards import card_v03, card_v1
 from parley.server.http import EventStreamResponse, sse_frame
+from parley.server.loopback import loopback_host
 from parley.server.urls import agent_url, base_url
 from parley.tasks.store import MAX_PAGE_SIZE, TaskQuery, TaskRecord, decode_cursor, encode_cursor
 from parley.web import oidc
@@ -160,7 +160,7 @@ class Dashboard:
         session = self.sessions.read(request)
         authenticator = self.runtime.security.authenticator
         if not await authenticator.secured():
-            if not (self.runtime.settings.insecure or self.runtime.settings.public_url or _loopback_host(request)):
+            if not (self.runtime.settings.insecure or self.runtime.settings.public_url or loopback_host(request)):
                 return JSONResponse({"error": "This server is open (no credentials configured): its dashboard "
                                               "answers only loopback host names (DNS rebinding)"}, status_code=403)
             return Viewer(ANONYMOUS, session or self.sessions.new(), True)
@@ -596,19 +596,6 @@ def _credential_header(credential: str) -> tuple[str, str]:
     if not credential.startswith("pk_") and credential.count(".") == 2:
         return "authorization", f"Bearer {credential}"
     return "x-api-key", credential
-
-
-def _loopback_host(request: Request) -> bool:
-    """Whether the request's Host names this machine's loopback: `localhost`, or a loopback address literal
-    (a DNS name that resolves to one, as in DNS rebinding, does not count)."""
-    host = request.headers.get("host") or ""
-    name = host[1:host.find("]")] if host.startswith("[") else host.rsplit(":", 1)[0]
-    if name == "localhost" or name.endswith(".localhost"):
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
 
 
 def _attachment(name: str) -> str:

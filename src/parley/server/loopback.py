@@ -1,0 +1,39 @@
+"""Whether a request names this machine's loopback: the rule an open (development) server answers by.
+
+A name counts when it is `localhost` (or under `.localhost`) or a loopback address literal; a DNS name that
+resolves to 127.0.0.1, as in DNS rebinding, does not. Used by the server's edge for every route and by the
+dashboard (docs/security.md, "Modes").
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from urllib.parse import urlsplit
+
+from starlette.requests import Request
+
+
+def loopback_name(name: str | None) -> bool:
+    """Whether a host name is this machine's loopback by its spelling alone."""
+    if not name:
+        return False
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def loopback_host(request: Request) -> bool:
+    """Whether the request's `Host` header names the loopback (any port; `[::1]` in brackets)."""
+    host = request.headers.get("host") or ""
+    return loopback_name(host[1:host.find("]")] if host.startswith("[") else host.rsplit(":", 1)[0])
+
+
+def loopback_origin(origin: str) -> bool:
+    """Whether an `Origin` header names a page served from this machine's loopback (`null` does not)."""
+    try:
+        return loopback_name(urlsplit(origin).hostname)
+    except ValueError:
+        return False
