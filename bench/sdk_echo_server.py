@@ -45,16 +45,22 @@ def echo_chunks(text: str) -> list[str]:
     return chunks_of(text or "(your message had no text)")
 
 
+async def working(context: RequestContext, event_queue: EventQueue) -> TaskUpdater:
+    """The SDK's preamble of an executor: the task (created and enqueued if new), moved to `working`."""
+    task = context.current_task
+    if task is None:
+        task = new_task_from_user_message(context.message)
+        await event_queue.enqueue_event(task)
+    updater = TaskUpdater(event_queue, task.id, task.context_id)
+    await updater.start_work()
+    return updater
+
+
 class EchoExecutor(AgentExecutor):
     """Echoes the user's text back, streamed in pieces as artifact updates."""
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        task = context.current_task
-        if task is None:
-            task = new_task_from_user_message(context.message)
-            await event_queue.enqueue_event(task)
-        updater = TaskUpdater(event_queue, task.id, task.context_id)
-        await updater.start_work()
+        updater = await working(context, event_queue)
         chunks = echo_chunks(context.get_user_input(delimiter=""))
         artifact_id = str(uuid.uuid4())
         last = len(chunks) - 1

@@ -16,25 +16,18 @@ import asyncio
 import time
 import uuid
 
-from a2a.helpers import new_task_from_user_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
-from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import Part
 from llm_agents import parse, token_text
-from sdk_echo_server import EchoExecutor, create_app
+from sdk_echo_server import EchoExecutor, create_app, working
 
 
 class LlmExecutor(AgentExecutor):
     """Streams N stamped tokens, one every INTERVAL_MS, as artifact updates."""
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        task = context.current_task
-        if task is None:
-            task = new_task_from_user_message(context.message)
-            await event_queue.enqueue_event(task)
-        updater = TaskUpdater(event_queue, task.id, task.context_id)
-        await updater.start_work()
+        updater = await working(context, event_queue)
         n, interval = parse(context.get_user_input(delimiter=""))
         artifact_id = str(uuid.uuid4())
         start = time.monotonic()
