@@ -125,15 +125,27 @@ def test_a_config_with_a_bad_script_stops_with_one_line(fleet: Path) -> None:
     assert "agents[0].script" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_an_llm_agent_whose_model_server_is_out_of_reach_says_so_at_start(tmp_path: Path, stopping) -> None:
+@pytest.mark.parametrize("routed", [False, True], ids=["plain", "behind-a-routing-rule"])
+def test_an_llm_agent_whose_model_server_is_out_of_reach_says_so_at_start(tmp_path: Path, stopping,
+                                                                          routed: bool) -> None:
     closed = free_port()  # nothing listens there
+    route = '''
+        [[agents]]
+        id = "echo"
+        type = "builtin"
+
+        [[routes]]
+        from = "writer"
+        to = "echo"
+        keywords = ["echo"]
+    ''' if routed else ""
     (tmp_path / "parley.toml").write_text(textwrap.dedent(f'''
         [[agents]]
         id = "writer"
         type = "llm"
         model = "llama3.1"
         base_url = "http://127.0.0.1:{closed}/v1"
-    '''))
+    ''') + textwrap.dedent(route))
     proc, url, log = serve(tmp_path, "--config", "parley.toml")
     stopping.append(proc)
     lines = [line for line in log.read_text().splitlines() if "unavailable" in line and "'writer'" in line]

@@ -182,6 +182,9 @@ class RoutedAgent(Agent):
     async def recheck(self) -> bool:
         return await self.inner.recheck()
 
+    async def check_at_start(self) -> None:
+        await self.inner.check_at_start()  # an LLM agent behind routing rules asks its model server too
+
     def __init__(self, inner: Agent, rules: Sequence[RoutingRule], resolve_url: Callable[[str], str] | None = None,
                  *, delegator: Delegator | None = None, delegates: Sequence[str] = ()) -> None:
         self.inner = inner
