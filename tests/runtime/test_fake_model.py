@@ -153,3 +153,31 @@ def test_an_llm_agent_whose_model_server_is_out_of_reach_says_so_at_start(tmp_pa
     assert f"http://127.0.0.1:{closed}/v1" in lines[0]
     ready = httpx.get(f"{url}/readyz", timeout=10).json()
     assert "writer" in json.dumps(ready)  # /readyz names the agent that cannot work now
+
+
+def test_an_llm_agent_whose_mcp_server_dies_at_start_says_why_at_start(tmp_path: Path, stopping) -> None:
+    """An MCP server that exits at once (here: a module it needs is missing) is found when `parley serve` starts:
+    the warning names the agent and ends with the server's own last stderr lines, and /readyz lists the agent
+    (public, so without the reason)."""
+    pytest.importorskip("mcp")
+    (tmp_path / "broken_mcp.py").write_text(
+        "import sys\nprint('ModuleNotFoundError: No module named weather_api', file=sys.stderr)\nsys.exit(1)\n")
+    (tmp_path / "parley.toml").write_text(textwrap.dedent(f'''
+        [[agents]]
+        id = "helper"
+        type = "llm"
+        provider = "fake"
+        script = ["hello"]
+
+        [[agents.mcp]]
+        command = [{json.dumps(sys.executable)}, "broken_mcp.py"]
+    '''))
+    proc, url, log = serve(tmp_path, "--config", "parley.toml")
+    stopping.append(proc)
+    text = log.read_text()
+    warning = text[text.index("agent 'helper' is unavailable: "):]
+    assert warning.startswith(f"agent 'helper' is unavailable: cannot connect to the MCP server {sys.executable} "
+                              "broken_mcp.py: "), text
+    assert "its stderr ended with:\n  ModuleNotFoundError: No module named weather_api;" in warning, text
+    ready = httpx.get(f"{url}/readyz", timeout=10).json()
+    assert ready["unavailable_agents"] == {"helper": "unavailable"}  # named, the reason only in the log

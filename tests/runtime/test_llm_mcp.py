@@ -94,6 +94,24 @@ async def test_an_unreachable_server_is_a_clear_error():
     await tools.aclose()
 
 
+async def test_a_stdio_server_that_dies_at_start_is_reported_with_its_last_stderr_lines(tmp_path):
+    """A server that exits before the MCP handshake: the error names it and ends with what it wrote to stderr
+    (the reason a user needs: a missing module, a bad flag), and those lines still reach `errlog`."""
+    script = tmp_path / "broken_server.py"
+    script.write_text("import sys\nprint('starting', file=sys.stderr)\n"
+                      "print('ModuleNotFoundError: No module named weather_api', file=sys.stderr)\nsys.exit(3)\n")
+    errlog = tmp_path / "errlog.txt"
+    with errlog.open("w") as sink:
+        tools = MCPTools.stdio(sys.executable, [str(script)], errlog=sink, timeout=20)
+        with pytest.raises(MCPError) as caught:
+            await tools.list_tools()
+        await tools.aclose()
+    said = str(caught.value)
+    assert said.startswith(f"cannot connect to the MCP server {sys.executable} {script}: "), said
+    assert said.endswith("its stderr ended with:\n  starting\n  ModuleNotFoundError: No module named weather_api")
+    assert errlog.read_text() == "starting\nModuleNotFoundError: No module named weather_api\n"
+
+
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 async def test_an_agent_calls_mcp_tools(fake_llm, backend, host, quiet, transport, request):
     tools = stdio_tools(quiet, "calc_") if transport == "stdio" else MCPTools.http(

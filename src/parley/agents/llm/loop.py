@@ -110,13 +110,25 @@ class AgentLoop(Agent):
         self._waiting: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
     async def check_at_start(self) -> None:
-        """Ask the backend whether its model server answers (one line in `problem` when not)."""
-        self.problem = await self.backend.check()
+        """Ask the backend whether its model server answers, and each toolset (an MCP server) for its tools:
+        one line in `problem` when either cannot work."""
+        self.problem = await self._problem()
 
     async def recheck(self) -> bool:
         """Ask again (the server does, in the background, while `problem` is set)."""
-        self.problem = await self.backend.check()
+        self.problem = await self._problem()
         return self.problem is None
+
+    async def _problem(self) -> str | None:
+        problem = await self.backend.check()
+        if problem is not None:
+            return problem
+        for toolset in self.toolsets:
+            try:
+                await toolset.list_tools()
+            except Exception as exc:  # noqa: BLE001 - any failure to list tools makes the agent unavailable
+                return str(exc) or type(exc).__name__
+        return None
 
     @property
     def backend(self) -> LLMBackend:

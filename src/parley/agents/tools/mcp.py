@@ -15,11 +15,12 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any, TextIO
 
 from parley.agents.tools.base import Tool, ToolError, Toolset
+from parley.agents.tools.stderr_tail import StderrTail
 
 
 class MCPError(Exception):
@@ -72,11 +73,30 @@ class MCPTools(Toolset):
     def stdio(cls, command: str, args: list[str] | None = None, *, env: dict[str, str] | None = None,
               cwd: str | None = None, prefix: str = "", timeout: float = 30.0,
               errlog: TextIO | None = None) -> MCPTools:
-        """A server started as a subprocess speaking MCP on stdin/stdout."""
+        """A server started as a subprocess speaking MCP on stdin/stdout.
+
+        Its stderr goes to `errlog` (default: this process's stderr); when it fails to start, the error
+        ends with the last lines it wrote there.
+        """
         mcp = _sdk()
         params = mcp.StdioServerParameters(command=command, args=list(args or []), env=env, cwd=cwd)
-        return cls(lambda: mcp.stdio_client(params, errlog=errlog or sys.stderr),
-                   label=" ".join([command, *(args or [])]), prefix=prefix, timeout=timeout)
+
+        @asynccontextmanager
+        async def connect() -> AsyncIterator[Any]:
+            tail = StderrTail(errlog or sys.stderr)
+            try:
+                async with mcp.stdio_client(params, errlog=tail.file) as streams:
+                    yield streams
+            except Exception as exc:
+                lines = tail.close()
+                if not lines:
+                    raise
+                said = "\n".join(f"  {line}" for line in lines)
+                raise MCPError(f"{_leaf(exc)}; its stderr ended with:\n{said}") from exc
+            finally:
+                tail.close()
+
+        return cls(connect, label=" ".join([command, *(args or [])]), prefix=prefix, timeout=timeout)
 
     @classmethod
     def http(cls, url: str, *, headers: dict[str, str] | None = None, prefix: str = "",
@@ -132,7 +152,8 @@ class MCPTools(Toolset):
                 await stop.wait()
         except BaseException as exc:  # reported to whoever waits for the connection
             if not ready.done():
-                ready.set_exception(MCPError(f"cannot connect to the MCP server {self.label}: {_leaf(exc)}"))
+                detail = str(exc) if isinstance(exc, MCPError) else _leaf(exc)
+                ready.set_exception(MCPError(f"cannot connect to the MCP server {self.label}: {detail}"))
             if isinstance(exc, asyncio.CancelledError):
                 raise
         finally:
