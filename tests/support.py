@@ -6,11 +6,13 @@ Import it as `from support import ...` (a unique module name: several folders ha
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -316,3 +318,16 @@ __all__ = [
     "stop_process",
     "wait_until_ready",
 ]
+
+
+def webhook_receiver() -> ModuleType:
+    """tests/push_e2e/receiver.py (a recording webhook on 127.0.0.1), loaded once under a name of its own
+    (another test folder may have a top-level `receiver` too)."""
+    name = "push_e2e_receiver"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("push_e2e") / "receiver.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]

@@ -9,13 +9,10 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -26,7 +23,7 @@ from parley.client.push import read_notification
 from parley.protocol import models as m
 from parley.serve import default_app
 from parley.settings import PushSettings, Settings
-from support import LiveServer
+from support import LiveServer, webhook_receiver
 
 NARROW = {**ENV, "COLUMNS": "80"}  # subprocess stdout is a pipe: never a TTY here
 PIPE_ONLY = {k: v for k, v in ENV.items() if k != "COLUMNS"}
@@ -56,22 +53,10 @@ def line_with(text: str, *values: str) -> str:
 # --- a webhook receiver on 127.0.0.1 (tests/push_e2e/receiver.py) ---------------------------------------------------
 
 
-def _receiver_module() -> ModuleType:
-    """tests/push_e2e/receiver.py, under the name its own conftest gives it (loaded once)."""
-    name = "push_e2e_receiver"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).parents[1] / "push_e2e" / "receiver.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
 @pytest.fixture
 def hook() -> Iterator[Any]:
     """A recording webhook on 127.0.0.1, answering 200."""
-    with _receiver_module().Webhook() as webhook:
+    with webhook_receiver().Webhook() as webhook:
         yield webhook
 
 
