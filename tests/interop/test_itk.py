@@ -22,6 +22,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ require("grpc", "grpc")  # the ITK agent serves gRPC too, and calls over it
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "itk"
 sys.path.insert(0, str(EXAMPLE))
-from instruction import CONCAT, Instruction  # noqa: E402 - examples/itk is put on the path just above
+from instruction import CONCAT, Instruction  # examples/itk is put on the path just above
 
 END = "traversal-completed"
 TRANSPORTS = ["jsonrpc", "http_json", "grpc"]
@@ -82,7 +83,7 @@ def traversal(circuit: list[str], transport: str, urls: dict[str, str], behaviou
     inst.return_response.response = f"{END}:{transport}"
     inst.return_response.hold_task = hold
     tokens = []
-    for u, v in reversed(list(zip(circuit, circuit[1:], strict=False))):
+    for u, v in reversed(list(pairwise(circuit))):
         hop = Instruction()
         hop.steps.response_generator = CONCAT
         token = f"[{u} -> {v} ({transport})]"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 from functools import cache
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -123,7 +124,7 @@ def test_there_are_no_import_cycles() -> None:
             if state.get(nxt) == 1:
                 cycle = stack[stack.index(nxt):] + [nxt]
                 # a package importing its own module, which implicitly imports the package back, is no cycle
-                if not all(_within(b, a) or _within(a, b) for a, b in zip(cycle, cycle[1:], strict=False)):
+                if not all(_within(b, a) or _within(a, b) for a, b in pairwise(cycle)):
                     cycles.append(cycle)
             elif nxt not in state:
                 walk(nxt)
