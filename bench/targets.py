@@ -10,6 +10,14 @@ Servers (each started once, pinned to CPU 0 with taskset; the load generator run
   memory  `parley serve --memory`
   sdk     bench/sdk_echo_server.py: the official a2a-sdk server with an echo agent
   floor   bench/floor_server.py: a bare ASGI app that returns a completed task (unary only)
+  js      bench/js/echo_server.mjs: the @a2a-js/sdk server (Node) with the same echo agent, tasks in memory
+  pg      `parley serve --db postgresql://...?search_path=<schema> --bus postgres`: Parley on PostgreSQL
+  sdk-pg  bench/sdk_cluster_server.py: a2a-sdk's cluster mode (VersionedDatabaseTaskStore) on PostgreSQL
+  js-pg   bench/js/echo_server.mjs --db ...: @a2a-js/sdk's DatabaseTaskStore on PostgreSQL (its table made by the
+          SDK's own `a2a-db upgrade`)
+
+The PostgreSQL servers share --postgres (default postgresql://postgres@127.0.0.1:5432/test), each in a schema of
+its own, dropped at the end; PostgreSQL itself is not pinned. The Node servers need `npm install` in bench/js.
 
 Scenarios, at each concurrency (default 1, 8, 32, 128):
 
@@ -21,8 +29,10 @@ Each measurement follows a short unrecorded warm-up. In every round each (scenar
 server, and the order of the servers rotates. Tables show the median over rounds. The generator's CPU use is
 recorded; a run where it used >= 90% of its core is flagged, since there the generator may have set the pace.
 
-Targets: Parley-SQLite unary and stream throughput >= 6x the SDK's; Parley-SQLite p50 and p99 below the
-SDK's at every concurrency; Parley-memory unary throughput >= 50% of the floor's.
+Targets (those the chosen servers can decide): Parley-SQLite unary and stream throughput >= 6x the SDK's;
+Parley-SQLite p50 and p99 below the SDK's at every concurrency; Parley-memory unary throughput >= 50% of the
+floor's (issue 10); Parley-SQLite >= 2x @a2a-js/sdk in memory with lower p50 and p99; Parley on PostgreSQL >= 3x
+a2a-sdk's cluster store and @a2a-js/sdk's DatabaseTaskStore on the same PostgreSQL (issue 25).
 
 Raw results go to bench/out/targets-<UTC>.json and the tables to bench/out/targets-<UTC>.md.
 """
@@ -51,13 +61,17 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from cluster_bench import wrk_script
+from cluster_bench import pg, with_schema, wrk_script
 from compare import OUT, ServerProc, environment, fmt, free_port, get, median_of
 from loadgen import process_cpu
 
 SERVER_CPU, GEN_CPU = 0, 1
-SERVERS = ("sqlite", "memory", "sdk", "floor")
-LABEL = {"sqlite": "Parley SQLite", "memory": "Parley memory", "sdk": "a2a-sdk", "floor": "floor"}
+SERVERS = ("sqlite", "memory", "sdk", "floor", "js", "pg", "sdk-pg", "js-pg")
+DEFAULT_SERVERS = ("sqlite", "memory", "sdk", "floor")
+LABEL = {"sqlite": "Parley SQLite", "memory": "Parley memory", "sdk": "a2a-sdk", "floor": "floor",
+         "js": "@a2a-js/sdk", "pg": "Parley PostgreSQL", "sdk-pg": "a2a-sdk PostgreSQL",
+         "js-pg": "@a2a-js/sdk PostgreSQL"}
+JS = HERE / "js"
 SCENARIOS = ("unary", "stream")
 GEN_BUSY = 0.9  # generator cores at or above which a run is flagged as possibly generator-bound
 V1 = {"Content-Type": "application/json", "A2A-Version": "1.0"}
@@ -99,10 +113,24 @@ def send_problem(url: str) -> str | None:
     return None if state == "TASK_STATE_COMPLETED" else f"not a completed task: {str(answer)[:300]}"
 
 
-def server_cmd(name: str, port: int, tmp: Path) -> list[str]:
-    """The command line of server `name`, pinned to SERVER_CPU."""
+def server_cmd(name: str, port: int, tmp: Path, schemas: Schemas) -> list[str]:
+    """The command line of server `name`, pinned to SERVER_CPU (a PostgreSQL server's schema made first)."""
     parley = str(Path(sys.executable).parent / "parley")
     common = ["--port", str(port), "--log-level", "warning"]
+    if name == "pg":
+        return ["taskset", "-c", str(SERVER_CPU), parley, "serve", "--db",
+                with_schema(schemas.postgres, schemas.make("parley")), "--bus", "postgres", *common]
+    if name == "sdk-pg":
+        return ["taskset", "-c", str(SERVER_CPU), sys.executable, str(HERE / "sdk_cluster_server.py"), "--port",
+                str(port), "--db", schemas.postgres, "--schema", schemas.make("sdk")]
+    if name in ("js", "js-pg"):
+        db = []
+        if name == "js-pg":
+            url = schemas.database("js")  # a database of its own: kysely's migrator finds its tables in any schema
+            subprocess.run(["npx", "a2a-db", "upgrade", "--url", url, "--store", "tasks"], cwd=JS, check=True,
+                           capture_output=True)  # the SDK's own migration tool makes its table
+            db = ["--db", url]
+        return ["taskset", "-c", str(SERVER_CPU), "node", str(JS / "echo_server.mjs"), "--port", str(port), *db]
     cmd = {
         "sqlite": [parley, "serve", "--db", str(tmp / "t.db"), *common],
         "memory": [parley, "serve", "--memory", *common],
@@ -112,11 +140,43 @@ def server_cmd(name: str, port: int, tmp: Path) -> list[str]:
     return ["taskset", "-c", str(SERVER_CPU), *cmd]
 
 
-def make_servers(names: list[str], tmp: Path) -> dict[str, Server]:
+class Schemas:
+    """The PostgreSQL schemas (and databases) this run made, one per server, dropped at the end."""
+
+    def __init__(self, postgres: str) -> None:
+        self.postgres = postgres
+        self.made: list[str] = []
+        self.databases: list[str] = []
+
+    def database(self, label: str) -> str:
+        """A new database; its URL (the server's, another database name)."""
+        name = f"targets_{label}_{uuid.uuid4().hex[:8]}"
+        pg(self.postgres, f'CREATE DATABASE "{name}"')
+        self.databases.append(name)
+        base, _, query = self.postgres.partition("?")
+        return f"{base.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
+
+    def make(self, label: str) -> str:
+        name = f"targets_{label}_{uuid.uuid4().hex[:8]}"
+        pg(self.postgres, f'CREATE SCHEMA "{name}"')
+        self.made.append(name)
+        return name
+
+    def drop(self) -> None:
+        for name in self.made:
+            with contextlib.suppress(Exception):
+                pg(self.postgres, f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+        for name in self.databases:
+            with contextlib.suppress(Exception):
+                pg(self.postgres, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def make_servers(names: list[str], tmp: Path, schemas: Schemas) -> dict[str, Server]:
     out = {}
     for name in names:
         port = free_port()
-        out[name] = Server(name, server_cmd(name, port, tmp), port, tmp / f"{name}.log")
+        env = {"PARLEY_KEY_PEPPER": uuid.uuid4().hex} if name == "pg" else None  # needed on PostgreSQL
+        out[name] = Server(name, server_cmd(name, port, tmp, schemas), port, tmp / f"{name}.log", env=env)
     return out
 
 
@@ -277,6 +337,19 @@ def targets(summary: dict, args: argparse.Namespace) -> list[dict[str, Any]]:
         out.append({"target": "unary: Parley memory throughput >= 50% of the floor",
                     **check(summary, "unary", args.concurrency, "memory", "floor",
                             lambda a, b: a["rps"] >= 0.5 * b["rps"], rps_ratio)})
+    for sc in args.scenarios:
+        if {"sqlite", "js"} <= have:
+            out.append({"target": f"{sc}: Parley SQLite throughput >= 2x @a2a-js/sdk in memory",
+                        **check(summary, sc, args.concurrency, "sqlite", "js",
+                                lambda a, b: a["rps"] >= 2 * b["rps"], rps_ratio)})
+            out.append({"target": f"{sc}: Parley SQLite p50 and p99 below @a2a-js/sdk's (SQLite/js)",
+                        **check(summary, sc, args.concurrency, "sqlite", "js",
+                                lambda a, b: a["p50_ms"] < b["p50_ms"] and a["p99_ms"] < b["p99_ms"], lat)})
+        for peer in ("sdk-pg", "js-pg"):
+            if {"pg", peer} <= have:
+                out.append({"target": f"{sc}: Parley PostgreSQL throughput >= 3x {LABEL[peer]}",
+                            **check(summary, sc, args.concurrency, "pg", peer,
+                                    lambda a, b: a["rps"] >= 3 * b["rps"], rps_ratio)})
     return out
 
 
@@ -359,7 +432,9 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--warmup", type=int, default=1, help="unrecorded seconds before each measurement")
     ap.add_argument("--concurrency", default="1,8,32,128", help="comma-separated requests in flight")
     ap.add_argument("--only", choices=SCENARIOS, default=None, help="one scenario only")
-    ap.add_argument("--servers", default=",".join(SERVERS), help=f"comma-separated, of {','.join(SERVERS)}")
+    ap.add_argument("--servers", default=",".join(DEFAULT_SERVERS), help=f"comma-separated, of {','.join(SERVERS)}")
+    ap.add_argument("--postgres", default="postgresql://postgres@127.0.0.1:5432/test",
+                    help="the PostgreSQL of the pg, sdk-pg and js-pg servers")
     ap.add_argument("--quick", action="store_true", help="1 round, 2 s per measurement: a smoke test")
     args = ap.parse_args()
     if args.quick:
@@ -397,11 +472,13 @@ def main() -> None:
     plan = make_plan(args)
     print(f"# targets {stamp}: {len(plan)} steps, about {estimate_s(plan, args) / 60:.0f} min; {env['nproc']} cores, "
           f"{env['cpu_model']}, load average {env['loadavg_start'][0]:.2f}; logs in {tmp}", flush=True)
-    servers = make_servers(args.servers, tmp)
+    schemas = Schemas(args.postgres)
+    servers: dict[str, Server] = {}
     script = wrk_script(tmp)
     runs: list[dict] = []
     t0 = time.time()
     try:
+        servers.update(make_servers(args.servers, tmp, schemas))
         for s in servers.values():
             s.start()
         for rnd, sc, c, order in plan:
@@ -420,6 +497,7 @@ def main() -> None:
                 s.stop()
         for f in tmp.glob("t.db*"):  # the SQLite store can grow large; the logs stay
             f.unlink()
+        schemas.drop()
     elapsed = time.time() - t0
     env["loadavg_end"] = os.getloadavg()
     summary = {key(sc, c, name): summarise(mine)
