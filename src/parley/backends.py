@@ -94,7 +94,7 @@ class Backends:
         if self.postgres is not None:
             from parley.push.pg_signing import PostgresSigningKeys
 
-            return PostgresSigningKeys(self.postgres, seal=box.encrypt_text, open_=box.decrypt_text)
+            return PostgresSigningKeys(self.postgres, seal=box.seal_key, open_=box.open_key)
         from parley.push.setup import signing_keys
 
         return signing_keys(self.settings, box)

@@ -21,13 +21,14 @@ import secrets as pysecrets
 from pathlib import Path
 
 import httpx
+import msgspec
 import pytest
 from cryptography.fernet import Fernet
 from webhooks import V1, http, push_settings, uid
 
 from parley.protocol import models as m
 from parley.push.log import push_log_json
-from parley.push.secrets import SecretBox, SecretError
+from parley.push.secrets import LEGACY_PREFIX, Binding, SecretBox, SecretError
 from parley.tasks.sqlite_store import SqliteTaskStore
 from parley.tasks.store import DeliveryAttempt, Notification, StoredPushConfig
 
@@ -138,10 +139,16 @@ def test_the_box_refuses_to_open_a_stored_bad_secret():
     config = m.TaskPushNotificationConfig(task_id="t", id="c", url="https://example.com/h",
                                           authentication=m.AuthenticationInfo(scheme="Bearer",
                                                                               credentials=f"{MARK}\n"))
-    for box in (SecretBox(), SecretBox(Fernet.generate_key())):
-        stored = box._map(config, box.encrypt_text)  # as an older Parley sealed it, unchecked
+    where = Binding("t", "c", "alice")
+    key = Fernet.generate_key()
+    legacy = LEGACY_PREFIX + Fernet(key).encrypt(MARK.encode() + b"\n").decode()  # an older Parley's form
+    for box, credentials in ((SecretBox(), f"{MARK}\n"), (SecretBox(key), legacy),
+                             (SecretBox(key), SecretBox(key).seal_text(f"{MARK}\n",
+                                                                        where.context("authentication.credentials")))):
+        stored = msgspec.structs.replace(config, authentication=m.AuthenticationInfo(scheme="Bearer",
+                                                                                    credentials=credentials))
         with pytest.raises(SecretError, match="authentication.credentials") as refused:
-            box.open(stored)
+            box.open(stored, where)
         assert MARK not in str(refused.value)
 
 

@@ -4,7 +4,7 @@ Used by the service for the push-config methods of both versions and for the inl
 (A2A 1.0 sections 3.1.7-3.1.10 and 4.3.1): the URL is checked against SSRF rules (an unsafe URL is
 -32602 at once, not a silent failure later; a name that does not resolve now is accepted and checked at
 every delivery), the config gets an id when it has none, its secrets are
-sealed, and it records the protocol version its client spoke, which decides the notifications'
+sealed for its row once it is bound to its task, and it records the protocol version its client spoke, which decides the notifications'
 format. Answers never carry the secrets (:func:`parley.push.secrets.redact`).
 """
 
@@ -18,7 +18,7 @@ import msgspec
 
 from parley.protocol import models as m
 from parley.protocol.errors import InvalidParamsError
-from parley.push.secrets import SecretBox, redact
+from parley.push.secrets import Binding, SecretBox, check_header_values, redact
 from parley.push.ssrf import UrlGuard
 from parley.settings import PushSettings
 from parley.tasks.store import StoredPushConfig
@@ -36,15 +36,21 @@ class PushConfigs:
         self.box = box
         self.clock = clock
 
-    async def prepare(self, config: m.TaskPushNotificationConfig, version: str, agent_id: str = "") -> StoredPushConfig:
-        """Check a config a client sent and make it storable (InvalidParamsError names what is wrong)."""
+    async def prepare(self, config: m.TaskPushNotificationConfig, version: str, agent_id: str = "",
+                      owner: str = "") -> StoredPushConfig:
+        """Check a config `owner` sent and make it storable (InvalidParamsError names what is wrong). Its secrets
+        are sealed by :func:`parley.tasks.engine.bind_push`, bound to the task, the config id and `owner`."""
         await self.guard.check_registration(config.url)  # a name that does not resolve now: checked at delivery
         auth = config.authentication
         if auth is not None and not auth.scheme.strip():
             raise InvalidParamsError("Invalid params: `authentication.scheme` must not be empty")
-        sealed = self.box.seal(msgspec.structs.replace(config, id=default_id(config, version)))
-        return StoredPushConfig(sealed, version=version, artifacts=self.settings.artifacts_of(agent_id),
-                                created_at=self.clock())
+        check_header_values(config)
+
+        def seal(bound: m.TaskPushNotificationConfig) -> m.TaskPushNotificationConfig:
+            return self.box.seal(bound, Binding(bound.task_id, bound.id, owner))
+
+        return StoredPushConfig(msgspec.structs.replace(config, id=default_id(config, version)), version=version,
+                                artifacts=self.settings.artifacts_of(agent_id), created_at=self.clock(), seal=seal)
 
     @staticmethod
     def shown(config: m.TaskPushNotificationConfig) -> m.TaskPushNotificationConfig:

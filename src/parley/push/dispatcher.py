@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from parley.push.payload import body_of, event_id, headers_of
-from parley.push.secrets import SecretBox, SecretError
+from parley.push.secrets import Binding, SecretBox, SecretError
 from parley.push.signing import SIGNATURE_HEADER, PushSigner, standard_webhook_headers
 from parley.push.ssrf import Unresolved, UnsafeUrl, UrlGuard
 from parley.settings import PushSettings
@@ -178,7 +178,7 @@ class PushDispatcher:
             return await self._record(n, Outcome(None, "the webhook was disabled (410 Gone)"), started, agent_id,
                                       final="disabled")
         try:
-            config = self.box.open(target.config)
+            config = self.box.open(target.config, Binding(n.task_id, n.config_id, record.owner))
             log_entries = await self.store.events_after(n.task_id, 0)
             body, content_type = body_of(target.version, log_entries, n.seq)
             pinned = await self.guard.check(config.url)

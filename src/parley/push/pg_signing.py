@@ -13,11 +13,10 @@ sealed). Every replica signs with the same key and publishes the same JWKS:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any
 
 from parley.postgres import Postgres, PostgresTables
-from parley.push.signing import SigningKey, SigningKeys, new_key
+from parley.push.signing import KeySealer, SigningKey, SigningKeys, new_key
 
 COMPONENT = "signing_keys"
 STEPS = [
@@ -40,13 +39,12 @@ class PostgresSigningKeys(PostgresTables, SigningKeys):
 
     Args:
         postgres: the server's pool holder.
-        seal, open_: protect the private keys at rest (the push secret box's encrypt_text / decrypt_text).
+        seal, open_: protect the private keys at rest (the push secret box's seal_key / open_key).
 
     Call :meth:`open` (creates or upgrades the table) before use and :meth:`close` after.
     """
 
-    def __init__(self, postgres: Postgres, seal: Callable[[str], str] | None = None,
-                 open_: Callable[[str], str] | None = None) -> None:
+    def __init__(self, postgres: Postgres, seal: KeySealer | None = None, open_: KeySealer | None = None) -> None:
         SigningKeys.__init__(self, seal, open_)
         self.attach(postgres)
 
@@ -85,14 +83,14 @@ class PostgresSigningKeys(PostgresTables, SigningKeys):
             "INSERT INTO push_signing_keys (kid, private_pem, created_at, retired_at) VALUES ($1,$2,$3,$4) "
             "ON CONFLICT (kid) DO UPDATE SET private_pem=EXCLUDED.private_pem, created_at=EXCLUDED.created_at, "
             "retired_at=EXCLUDED.retired_at",
-            key.kid, self._seal(key.private_pem), key.created_at, key.retired_at)
+            key.kid, self._seal(key.kid, key.private_pem), key.created_at, key.retired_at)
 
     async def _insert(self, conn: Any, key: SigningKey) -> None:
         await conn.execute("INSERT INTO push_signing_keys (kid, private_pem, created_at, retired_at) "
-                           "VALUES ($1,$2,$3,$4)", key.kid, self._seal(key.private_pem), key.created_at, key.retired_at)
+                           "VALUES ($1,$2,$3,$4)", key.kid, self._seal(key.kid, key.private_pem), key.created_at, key.retired_at)
 
     def _key(self, row: Any) -> SigningKey:
-        return SigningKey(row["kid"], self._open(row["private_pem"]), row["created_at"], row["retired_at"])
+        return SigningKey(row["kid"], self._open(row["kid"], row["private_pem"]), row["created_at"], row["retired_at"])
 
 
 __all__ = ["COMPONENT", "KEYS_LOCK", "STEPS", "PostgresSigningKeys"]

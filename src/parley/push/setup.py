@@ -80,7 +80,7 @@ def signing_keys(settings: Settings, box: SecretBox | None = None) -> SigningKey
     if db is None or db == MEMORY:
         return MemorySigningKeys()
     box = box if box is not None else secret_box(settings)
-    return SqliteSigningKeys(db, seal=box.encrypt_text, open_=box.decrypt_text)
+    return SqliteSigningKeys(db, seal=box.seal_key, open_=box.open_key)
 
 
 def key_lifetime(push: PushSettings) -> float:

@@ -32,7 +32,8 @@ import secrets
 import sqlite3
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import jwt
 from cryptography.hazmat.primitives import serialization
@@ -41,12 +42,13 @@ from cryptography.hazmat.primitives.asymmetric import ec
 ALGORITHM = "ES256"
 SIGNATURE_HEADER = "Parley-Signature"
 TOKEN_LIFETIME = 300  # seconds a signature is valid
+KeySealer = Callable[[str, str], str]  # (kid, value) -> value: seals or opens a private key at rest
 
 
 @dataclass(slots=True)
 class SigningKey:
     kid: str
-    private_pem: str
+    private_pem: str = field(repr=False)  # never in a log line or a repr
     created_at: float
     retired_at: float | None = None
 
@@ -67,11 +69,12 @@ def new_key(now: float) -> SigningKey:
 
 
 class SigningKeys(ABC):
-    """Where the server's signing keys live. `seal`/`open` protect the private keys at rest."""
+    """Where the server's signing keys live. `seal(kid, pem)`/`open(kid, stored)` protect the private keys at
+    rest (:meth:`parley.push.secrets.SecretBox.seal_key` / `open_key`: sealed and bound to their kid)."""
 
-    def __init__(self, seal=None, open_=None) -> None:
-        self._seal = seal or (lambda s: s)
-        self._open = open_ or (lambda s: s)
+    def __init__(self, seal: KeySealer | None = None, open_: KeySealer | None = None) -> None:
+        self._seal: KeySealer = seal or (lambda kid, pem: pem)
+        self._open: KeySealer = open_ or (lambda kid, stored: stored)
         self._lock = asyncio.Lock()
 
     async def active(self, now: float | None = None) -> SigningKey:
@@ -132,7 +135,7 @@ class MemorySigningKeys(SigningKeys):
 class SqliteSigningKeys(SigningKeys):
     """Keys in the task database's file (table `push_signing_keys`), private keys sealed."""
 
-    def __init__(self, path: str, seal=None, open_=None) -> None:
+    def __init__(self, path: str, seal: KeySealer | None = None, open_: KeySealer | None = None) -> None:
         super().__init__(seal, open_)
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA busy_timeout=5000")
@@ -141,11 +144,11 @@ class SqliteSigningKeys(SigningKeys):
 
     async def _all(self) -> list[SigningKey]:
         rows = self._db.execute("SELECT kid, private_pem, created_at, retired_at FROM push_signing_keys").fetchall()
-        return [SigningKey(kid, self._open(pem), created, retired) for kid, pem, created, retired in rows]
+        return [SigningKey(kid, self._open(kid, pem), created, retired) for kid, pem, created, retired in rows]
 
     async def _put(self, key: SigningKey) -> None:
         self._db.execute("INSERT OR REPLACE INTO push_signing_keys VALUES (?,?,?,?)",
-                         (key.kid, self._seal(key.private_pem), key.created_at, key.retired_at))
+                         (key.kid, self._seal(key.kid, key.private_pem), key.created_at, key.retired_at))
 
     async def close(self) -> None:
         self._db.close()

@@ -238,7 +238,7 @@ class A2AService:
             return None
         if self.push is None:
             raise PushNotificationNotSupportedError()
-        stored = await self.push.prepare(conf.task_push_notification_config, ctx.version, ctx.agent_id)
+        stored = await self.push.prepare(conf.task_push_notification_config, ctx.version, ctx.agent_id, ctx.owner)
         task_id = req.message.task_id
         if task_id:  # continuing a task: it may not go over its number of configs
             await self.engine.record(ctx.agent_id, ctx.owner, task_id)
@@ -259,7 +259,7 @@ class A2AService:
         task_id = req.task_id
         await self.engine.get(ctx.agent_id, ctx.owner, m.GetTaskRequest(id=task_id, history_length=0))
         if op is Operation.PUSH_SET:
-            stored = await self.push.prepare(req, ctx.version, ctx.agent_id)
+            stored = bind_push(await self.push.prepare(req, ctx.version, ctx.agent_id, ctx.owner), task_id)
             await self._check_room(task_id, stored.config.id)
             await store.put_push_config(stored)
             return self.push.shown(stored.config)

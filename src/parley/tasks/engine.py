@@ -91,10 +91,12 @@ ChildCanceler = Callable[[TaskLink, str], Awaitable[None]]  # (link, owner of th
 
 def bind_push(push: StoredPushConfig, task_id: str) -> StoredPushConfig:
     """The push config a send registers, bound to its task (an A2A 0.3 config without an id takes the task's id:
-    parley.push.configs.default_id)."""
+    parley.push.configs.default_id), its secrets sealed for that row."""
     push.config.task_id = task_id
     if not push.config.id:
         push.config.id = task_id
+    if push.seal is not None:  # its secrets are sealed for this row now that it has its ids
+        push.config, push.seal = push.seal(push.config), None
     return push
 
 

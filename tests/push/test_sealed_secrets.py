@@ -1,0 +1,201 @@
+"""Push secrets at rest (issue 28, item 1): client input is never opened, a sealed value opens only in its own row,
+and the push-signing private key never leaves the key store.
+
+A2A 1.0 section 4.3.1 (PushNotificationConfig: `token`, `authentication.credentials`) and section 13.2 (push
+notification security: the server holds credentials for the client's webhook). Before: a caller could paste a
+stored ciphertext (read from a copy of the database) as its own webhook's token, and the server decrypted it and
+sent another principal's token, or the signing private key, to the caller's webhook. Now every value a client
+sends is sealed as it came (AES-GCM), with the row (task id, config id, owner, field) as associated data; a
+sealed value copied to another row does not open, and its notification is dead-lettered with a reason naming
+the field only. The tests run live servers (SQLite and PostgreSQL) and the real webhook receiver on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+from cryptography.fernet import Fernet
+from webhooks import make_keys, push_settings
+
+from parley.protocol import models as m
+from parley.push.secrets import LEGACY_PREFIX, PREFIX
+from parley.tasks.sqlite_store import SqliteTaskStore
+from parley.tasks.store import StoredPushConfig
+
+KEY_ENV = "PARLEY_TEST_PUSH_SEAL_KEY"
+ALICE_TOKEN = "alice-webhook-token-5f1c0e"
+ALICE_CREDENTIALS = "alice-basic-credentials-9a7d"
+_decode = msgspec.json.Decoder(m.TaskPushNotificationConfig)
+
+
+@pytest.fixture
+def sealing(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Push settings with `encryption_key_env` naming a variable that holds a fresh key."""
+    key = Fernet.generate_key().decode()
+    monkeypatch.setenv(KEY_ENV, key)
+    monkeypatch.setenv("PARLEY_KEY_PEPPER", "a-pepper-for-the-postgresql-key-store")  # a PostgreSQL server wants one
+    return {"key": key, "settings": push_settings(encryption_key_env=KEY_ENV)}
+
+
+# --- reading and editing the rows as stored (a copy of the database, or write access to it) -------------------
+
+
+class Rows:
+    """The push rows of a server's database, SQLite file or PostgreSQL schema, read and written directly."""
+
+    def __init__(self, db: str) -> None:
+        self.db = db
+
+    def _run(self, sql: str, *args: Any) -> list[tuple]:
+        if self.db.startswith("postgresql://"):
+            return asyncio.run(self._pg(sql.replace("?", "$%d") % tuple(range(1, sql.count("?") + 1)), *args))
+        with sqlite3.connect(self.db) as conn:
+            return conn.execute(sql, args).fetchall()
+
+    async def _pg(self, sql: str, *args: Any) -> list[tuple]:
+        import asyncpg
+
+        conn = await asyncpg.connect(self.db)
+        try:
+            return [tuple(r) for r in await conn.fetch(sql, *args)]
+        finally:
+            await conn.close()
+
+    def config(self, task_id: str, config_id: str) -> m.TaskPushNotificationConfig:
+        (blob,), = self._run("SELECT config FROM push_configs WHERE task_id=? AND id=?", task_id, config_id)
+        return _decode.decode(bytes(blob))
+
+    def put_config(self, config: m.TaskPushNotificationConfig) -> None:
+        blob = msgspec.json.encode(config)  # as the stores write it (parley.tasks.*_store._enc)
+        self._run("UPDATE push_configs SET config=? WHERE task_id=? AND id=?", blob, config.task_id, config.id)
+
+    def signing_keys(self) -> list[tuple[str, str]]:
+        return [(kid, pem) for kid, pem in self._run("SELECT kid, private_pem FROM push_signing_keys")]
+
+
+# --- (a) the paste attack over HTTP -------------------------------------------------------------------------------
+
+
+def test_a_pasted_ciphertext_is_delivered_as_text_never_opened(start_server, hooks, sealing, tmp_path: Path, caplog):
+    """Mallory pastes Alice's stored (sealed) token, and the sealed signing key, as the tokens of her own webhooks
+    (CreateTaskPushNotificationConfig and a SendMessage's inline config). Her webhooks receive exactly the text she
+    sent; Alice's token and the private key appear in no answer, pushLog, log record or webhook request."""
+    db = tmp_path / "parley.db"
+    keys, (alice, mallory) = make_keys("interviewer", "alice", "mallory")
+    server = start_server(sealing["settings"], db=db, keys=keys)
+    alice_path = hooks.path("alice")
+    task = server.send("interviewer", "I want to learn Rust", key=alice,
+                       push={"url": hooks.url(alice_path), "id": "a", "token": ALICE_TOKEN,
+                             "authentication": {"scheme": "Basic", "credentials": ALICE_CREDENTIALS}})
+    got = hooks.wait_for(alice_path, 1)
+    assert got[0].headers["x-a2a-notification-token"] == ALICE_TOKEN  # the control: her own webhook gets it
+    assert got[0].headers["authorization"] == f"Basic {ALICE_CREDENTIALS}"
+
+    rows = Rows(str(db))
+    stored = rows.config(task["id"], "a")
+    assert stored.token.startswith(PREFIX) and ALICE_TOKEN not in stored.token  # sealed at rest
+    [(kid, sealed_key)] = rows.signing_keys()
+    assert sealed_key.startswith(PREFIX) and "PRIVATE KEY" not in sealed_key
+    pasted = {"token": stored.token, "cred": stored.authentication.credentials, "key": sealed_key}
+
+    caplog.set_level(logging.DEBUG)
+    theirs = server.send("interviewer", "I want to learn Rust", key=mallory)
+    paths = {name: hooks.path(f"mallory-{name}") for name in pasted}
+    for name, value in pasted.items():
+        fields: dict[str, Any] = {"token": value} if name != "cred" else {
+            "authentication": {"scheme": "Basic", "credentials": value}}
+        answer = server.create_config("interviewer", theirs["id"], hooks.url(paths[name]), id=name, key=mallory,
+                                      **fields)
+        assert "token" not in answer and value not in json.dumps(answer)
+    inline_path = hooks.path("mallory-inline")
+    inline = server.send("interviewer", "I want to learn Rust", key=mallory,
+                         push={"url": hooks.url(inline_path), "id": "inline", "token": stored.token})
+    server.send("interviewer", "because it is fast", task_id=theirs["id"], key=mallory)
+
+    received = {name: hooks.wait_for(path, 1) for name, path in paths.items()}
+    received["inline"] = hooks.wait_for(inline_path, 1)
+    assert all(r.headers["x-a2a-notification-token"] == pasted["token"] for r in received["token"])
+    assert all(r.headers["x-a2a-notification-token"] == pasted["key"] for r in received["key"])
+    assert all(r.headers["authorization"] == f"Basic {pasted['cred']}" for r in received["cred"])
+    assert all(r.headers["x-a2a-notification-token"] == pasted["token"] for r in received["inline"])
+
+    seen = [json.dumps(server.wait_settled_log("interviewer", t, key=mallory)) for t in (theirs["id"], inline["id"])]
+    seen += [json.dumps(r.headers) for rs in received.values() for r in rs]
+    seen += [httpx.get(f"{server.url}/.well-known/jwks.json").text]
+    seen += [r.getMessage() + (r.exc_text or "") for r in caplog.records]
+    everything = "\n".join(seen)
+    for secret in (ALICE_TOKEN, ALICE_CREDENTIALS, "PRIVATE KEY"):
+        assert secret not in everything, secret
+
+
+# --- (b) a sealed value copied to another row in the database ----------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_sealed_value_copied_to_another_row_does_not_open(backend, start_server, hooks, sealing, tmp_path,
+                                                            request):
+    """Alice's sealed token written into another config's row (another task; SQLite and PostgreSQL): that
+    config's notifications are dead-lettered with a reason naming `token`, its webhook receives nothing, and
+    the token appears nowhere; the row it came from still delivers it."""
+    db = str(tmp_path / "parley.db") if backend == "sqlite" else request.getfixturevalue("postgres_url")
+    server = start_server(sealing["settings"], db=db)
+    rows = Rows(db)
+    mine, other = hooks.path("mine"), hooks.path("other")
+    first = server.send("interviewer", "I want to learn Rust", push={"url": hooks.url(mine), "id": "a",
+                                                                       "token": ALICE_TOKEN})
+    second = server.send("interviewer", "I want to learn Rust", push={"url": hooks.url(other), "id": "b",
+                                                                        "token": "the-other-token"})
+    settled = {t["id"]: server.wait_settled_log("interviewer", t["id"]) for t in (first, second)}
+    before = {n["eventId"] for n in settled[second["id"]]["notifications"]}
+    assert hooks.count(other) == len(before)
+    copied = rows.config(second["id"], "b")
+    copied.token = rows.config(first["id"], "a").token
+    rows.put_config(copied)
+
+    server.send("interviewer", "because it is fast", task_id=second["id"])
+    log = server.wait_settled_log("interviewer", second["id"], len(before) + 1)
+    later = [n for n in log["notifications"] if n["eventId"] not in before]
+    assert later and all(n["state"] == "dead" and "`token`" in n["lastError"] for n in later), log
+    assert hooks.count(other) == len(before)  # nothing after the copy
+    assert ALICE_TOKEN not in json.dumps(log)
+
+    server.send("interviewer", "because it is fast", task_id=first["id"])  # the control: its own row opens
+    got = hooks.wait_until(mine, lambda rs: len(rs) > len(settled[first["id"]]["notifications"]))
+    assert {r.headers["x-a2a-notification-token"] for r in got} == {ALICE_TOKEN}
+
+
+# --- upgrade: rows sealed by an older Parley ---------------------------------------------------------------------
+
+
+def test_a_config_sealed_by_an_older_parley_still_delivers(start_server, hooks, sealing, tmp_path: Path):
+    """A config whose token an older Parley sealed with Fernet (`enc:v1:`, no binding), written into the SQLite
+    file directly, is still delivered with its token after the upgrade."""
+    db = tmp_path / "parley.db"
+    server = start_server(sealing["settings"], db=db)
+    task = server.send("interviewer", "I want to learn Rust")
+    server.stop()
+    path = hooks.path("legacy")
+    legacy = LEGACY_PREFIX + Fernet(sealing["key"]).encrypt(b"legacy-token").decode()
+
+    async def plant() -> None:
+        store = SqliteTaskStore(str(db))
+        await store.open()
+        try:
+            config = m.TaskPushNotificationConfig(task_id=task["id"], id="old", url=hooks.url(path), token=legacy)
+            await store.put_push_config(StoredPushConfig(config, version="1.0"))
+        finally:
+            await store.close()
+
+    asyncio.run(plant())
+    server = start_server(sealing["settings"], db=db)
+    server.send("interviewer", "because it is fast", task_id=task["id"])
+    got = hooks.wait_for(path, 1)
+    assert got[0].headers["x-a2a-notification-token"] == "legacy-token"
