@@ -104,6 +104,7 @@ class PushSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     backoff_seconds: float = 1.0  # the first retry; doubled each time (with jitter), at most max_backoff
     max_backoff_seconds: float = 3600.0
     concurrency: int = 64  # deliveries in flight at once (each task's webhook gets one at a time)
+    concurrency_per_owner: int = 8  # of those, at most this many for one owner's tasks (fair lanes, docs/push.md)
     poll_seconds: float = 1.0  # the outbox is read this often without a wake-up (rows of other processes)
     artifact_updates: bool = False  # also notify artifact updates (A2A configs have no field to ask for them)
     sign: bool = True  # a JWT signed with the server's key in `Parley-Signature` (JWKS at /.well-known/jwks.json)

@@ -102,7 +102,7 @@ def test_a_pasted_ciphertext_is_delivered_as_text_never_opened(start_server, hoo
     rows = Rows(str(db))
     stored = rows.config(task["id"], "a")
     assert stored.token.startswith(PREFIX) and ALICE_TOKEN not in stored.token  # sealed at rest
-    [(kid, sealed_key)] = rows.signing_keys()
+    [(_kid, sealed_key)] = rows.signing_keys()
     assert sealed_key.startswith(PREFIX) and "PRIVATE KEY" not in sealed_key
     pasted = {"token": stored.token, "cred": stored.authentication.credentials, "key": sealed_key}
 

@@ -709,6 +709,25 @@ async def test_due_notifications_keep_each_webhook_in_order(store: TaskStore) ->
     assert await store.next_notification_at(set()) is not None
 
 
+async def test_due_notifications_skip_the_owners_asked(store: TaskStore) -> None:
+    """The push dispatcher's fair share per owner (docs/push.md, "Fair between owners"): the lanes of the tasks of
+    an owner in `skip_owners` are neither due nor waited for; the other owners' are."""
+    await put(store, new_task("t1"), owner="mallory")
+    await put(store, new_task("t2"), owner="alice")
+    await advance(store, "t1", status(S.WORKING, task_id="t1"), push_configs=[hook("a", task_id="t1")])
+    await advance(store, "t2", status(S.WORKING, task_id="t2"), push_configs=[hook("b", task_id="t2")])
+    everyone = await store.due_notifications(1e12, 10, set())
+    assert sorted(n.task_id for n in everyone) == ["t1", "t2"]
+    for n in everyone:  # handed out, as a dispatcher would have them (PostgreSQL claims them)
+        n.next_at = 3e12
+        await store.record_attempt(DeliveryAttempt(n.id, 1, 10.0, 503, "HTTP 503", 0.1, "retry", 3e12), n)
+    assert [n.task_id for n in await store.due_notifications(4e12, 10, set(), {"mallory"})] == ["t2"]
+    assert [n.task_id for n in await store.due_notifications(4e12, 10, set(), {"alice"})] == ["t1"]
+    assert await store.due_notifications(4e12, 10, set(), {"alice", "mallory"}) == []
+    assert await store.next_notification_at(set(), {"alice", "mallory"}) is None
+    assert await store.next_notification_at(set(), {"mallory"}) == 3e12
+
+
 async def test_disabled_and_deleted_configs_stop_their_notifications(store: TaskStore) -> None:
     """410 Gone disables a webhook (pending rows become `disabled`, later entries enqueue nothing for it);
     deleting a config drops its pending rows."""

@@ -8,6 +8,11 @@ added rows, when a lane ends, and when the next retry is due; otherwise it reads
 notification is sent, one at a time: a webhook sees a task's changes in order. Lanes run concurrently (`[push] concurrency`), so a slow
 webhook slows only its own lane.
 
+Lanes are shared fairly between owners (the principals whose tasks notify): one owner has at most `[push]
+concurrency_per_owner` lanes running, and free lanes go round-robin between the owners with due notifications
+(each owner one lane per round, oldest first within an owner), so one owner's many or slow webhooks cannot hold
+up another owner's notifications.
+
 One attempt: the URL is checked again and its address pinned (:mod:`parley.push.ssrf`), the body is
 built in the version the client spoke (:mod:`parley.push.payload`), signed (:mod:`parley.push.signing`),
 and POSTed with a timeout, no redirects, and at most RESPONSE_LIMIT bytes of the answer read. Then:
@@ -44,7 +49,7 @@ from parley.push.secrets import Binding, SecretBox, SecretError
 from parley.push.signing import SIGNATURE_HEADER, PushSigner, standard_webhook_headers
 from parley.push.ssrf import Unresolved, UnsafeUrl, UrlGuard
 from parley.settings import PushSettings
-from parley.tasks.store import DeliveryAttempt, Notification, TaskStore
+from parley.tasks.store import DeliveryAttempt, Notification, TaskRecord, TaskStore
 from parley.telemetry import hooks as telemetry
 
 log = logging.getLogger("parley.push")
@@ -91,6 +96,7 @@ class PushDispatcher:
         self.rng = rng
         self._wakeup = asyncio.Event()
         self._lanes: dict[tuple[str, str], asyncio.Task] = {}
+        self._owners: dict[str, int] = {}  # lanes running per owner
         self._runner: asyncio.Task | None = None
         self._http: httpx.AsyncClient | None = None
 
@@ -114,6 +120,7 @@ class PushDispatcher:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._lanes.clear()
+        self._owners.clear()
         if self._http is not None:
             await self._http.aclose()
             self._http = None
@@ -129,7 +136,7 @@ class PushDispatcher:
             self._wakeup.clear()
             try:
                 await self._start_due()
-                next_at = await self.store.next_notification_at(set(self._lanes))
+                next_at = await self.store.next_notification_at(set(self._lanes), self._capped())
             except Exception:  # a store hiccup must not end delivery for good
                 log.exception("push: reading the outbox failed; trying again")
                 next_at = None
@@ -144,32 +151,58 @@ class PushDispatcher:
                 async with asyncio.timeout(wait):
                     await self._wakeup.wait()
 
-    async def _start_due(self) -> None:
-        free = self.settings.concurrency - len(self._lanes)
-        if free <= 0:
-            return
-        for n in await self.store.due_notifications(self.clock(), free, set(self._lanes)):
-            lane = (n.task_id, n.config_id)
-            self._lanes[lane] = asyncio.create_task(self._lane(lane, n), name=f"parley-push-{n.task_id}")
+    def _capped(self) -> set[str]:
+        """The owners that have all the lanes they may have running."""
+        cap = max(1, self.settings.concurrency_per_owner)
+        return {owner for owner, running in self._owners.items() if running >= cap}
 
-    async def _lane(self, lane: tuple[str, str], n: Notification) -> None:
+    async def _start_due(self) -> None:
+        """Start lanes for due notifications, round-robin between owners: in each round every owner with a due
+        notification (and a lane to spare) gets one, the oldest due first, until the lanes are all taken."""
+        free = self.settings.concurrency - len(self._lanes)
+        this_round: set[str] = set()
+        while free > 0:
+            now = self.clock()
+            due = await self.store.due_notifications(now, 1, set(self._lanes), self._capped() | this_round)
+            if not due:
+                if not this_round:
+                    return
+                this_round = set()  # every owner had its turn: the next round
+                continue
+            n = due[0]
+            record = await self.store.get(n.task_id)
+            owner = record.owner if record is not None else ""
+            lane = (n.task_id, n.config_id)
+            self._owners[owner] = self._owners.get(owner, 0) + 1
+            self._lanes[lane] = asyncio.create_task(self._lane(lane, owner, n, record),
+                                                    name=f"parley-push-{n.task_id}")
+            this_round.add(owner)
+            free -= 1
+
+    async def _lane(self, lane: tuple[str, str], owner: str, n: Notification, record: TaskRecord | None) -> None:
         try:
-            await self.deliver(n)
+            await self.deliver(n, record)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("push: delivering notification %s of task %s failed unexpectedly", n.id, n.task_id)
         finally:
             self._lanes.pop(lane, None)
+            left = self._owners.get(owner, 1) - 1
+            if left > 0:
+                self._owners[owner] = left
+            else:
+                self._owners.pop(owner, None)
             self.wake()  # the lane's next notification may be due now
 
     # --- one attempt -----------------------------------------------------------------------------
 
-    async def deliver(self, n: Notification) -> str:
-        """Make one attempt at `n` and record it; returns the outcome (delivered, retry, dead, disabled)."""
+    async def deliver(self, n: Notification, record: TaskRecord | None = None) -> str:
+        """Make one attempt at `n` and record it; returns the outcome (delivered, retry, dead, disabled).
+        `record`: its task, when the caller has read it already."""
         started = self.clock()
         target = await self.store.push_target(n.task_id, n.config_id)
-        record = await self.store.get(n.task_id)
+        record = record if record is not None else await self.store.get(n.task_id)
         agent_id = record.agent_id if record is not None else None
         if target is None or record is None:
             outcome = Outcome(None, "the push config or its task no longer exists")

@@ -91,7 +91,7 @@ class Binding:
     owner: str
 
     def context(self, field: str) -> bytes:
-        return "\0".join(("parley-push-config", self.task_id, self.config_id, self.owner, field)).encode()
+        return f"parley-push-config\0{self.task_id}\0{self.config_id}\0{self.owner}\0{field}".encode()
 
 
 def signing_key_context(kid: str) -> bytes:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import OrderedDict
+from collections.abc import Collection
 from typing import Any
 
 import msgspec
@@ -258,21 +259,26 @@ class MemoryTaskStore(TaskStore):
             stored.disabled_at = at
         self._settle_lane(task_id, config_id, "disabled", at)
 
-    async def due_notifications(self, now: float, limit: int, busy: set[tuple[str, str]]) -> list[Notification]:
-        heads: dict[tuple[str, str], Notification] = {}
-        for n in self._outbox.values():
-            if n.state == "pending":
-                heads.setdefault((n.task_id, n.config_id), n)
-        due = [n for lane, n in heads.items() if lane not in busy and n.next_at <= now]
+    async def due_notifications(self, now: float, limit: int, busy: set[tuple[str, str]],
+                                skip_owners: Collection[str] = ()) -> list[Notification]:
+        heads = self._lane_heads(busy, skip_owners)
+        due = [n for n in heads if n.next_at <= now]
         due.sort(key=lambda n: (n.next_at, n.id))
         return [dataclasses.replace(n) for n in due[:limit]]
 
-    async def next_notification_at(self, busy: set[tuple[str, str]]) -> float | None:
+    async def next_notification_at(self, busy: set[tuple[str, str]],
+                                   skip_owners: Collection[str] = ()) -> float | None:
+        return min((n.next_at for n in self._lane_heads(busy, skip_owners)), default=None)
+
+    def _lane_heads(self, busy: set[tuple[str, str]], skip_owners: Collection[str]) -> list[Notification]:
+        """The oldest pending notification of each lane not in `busy`, of a task whose owner is not skipped."""
         heads: dict[tuple[str, str], Notification] = {}
         for n in self._outbox.values():
             if n.state == "pending":
                 heads.setdefault((n.task_id, n.config_id), n)
-        return min((n.next_at for lane, n in heads.items() if lane not in busy), default=None)
+        skip = set(skip_owners)
+        return [n for lane, n in heads.items() if lane not in busy
+                and not (skip and (rec := self._tasks.get(n.task_id)) is not None and rec.owner in skip)]
 
     async def record_attempt(self, attempt: DeliveryAttempt, notification: Notification) -> None:
         current = self._outbox.get(notification.id)

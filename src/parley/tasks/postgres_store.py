@@ -25,7 +25,7 @@ import os
 import secrets
 import socket
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import msgspec
@@ -206,10 +206,14 @@ _NOTIFICATION = ("o.id, o.task_id, o.config_id, o.seq, o.kind, o.created_at, o.a
                  "o.last_status, o.last_error, o.done_at")
 # The oldest pending notification of each (task, webhook) lane that is not busy here, and when it may be sent:
 # its next_at, or later while another replica's dispatcher has claimed it ($3: this store's claim holder).
-_LANE_HEADS = """SELECT DISTINCT ON (task_id, config_id) id,
+def _lane_heads(owners: str) -> str:
+    """The head (oldest pending row) of each lane not in $1/$2 and of no task whose owner is in `owners` (the
+    statement's parameter of the owners skipped), with when it is due for the claimant $3."""
+    return f"""SELECT DISTINCT ON (task_id, config_id) id,
     CASE WHEN claimed_by IS NULL OR claimed_by = $3 THEN next_at ELSE greatest(next_at, claimed_until) END AS due_at
     FROM push_outbox
     WHERE state = 'pending' AND (task_id, config_id) NOT IN (SELECT * FROM unnest($1::text[], $2::text[]))
+    AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.id = push_outbox.task_id AND t.owner = ANY({owners}::text[]))
     ORDER BY task_id, config_id, id"""
 _enc = msgspec.json.Encoder()
 _task_dec = msgspec.json.Decoder(m.Task)
@@ -587,12 +591,13 @@ class PostgresTaskStore(PostgresTables, TaskStore):
             await conn.execute("UPDATE push_outbox SET state='disabled', done_at=$1 "
                                "WHERE task_id=$2 AND config_id=$3 AND state='pending'", at, task_id, config_id)
 
-    async def due_notifications(self, now: float, limit: int, busy: set[tuple[str, str]]) -> list[Notification]:
+    async def due_notifications(self, now: float, limit: int, busy: set[tuple[str, str]],
+                                skip_owners: Collection[str] = ()) -> list[Notification]:
         # Lane heads that are due, locked and pushed `claim_seconds` into the future in one statement: another
         # replica's dispatcher skips them until record_attempt sets their real next time (or the claim lapses).
         tasks, configs = _busy(busy)
         rows = await self.pool.fetch(
-            f"WITH heads AS ({_LANE_HEADS}), due AS ("
+            f"WITH heads AS ({_lane_heads('$7')}), due AS ("
             "  SELECT o.id FROM push_outbox o JOIN heads h ON o.id = h.id WHERE h.due_at <= $4 AND o.state='pending'"
             # Checked again on the locked row: `heads` is the statement's snapshot, and another replica's claim
             # may have committed since (PostgreSQL re-evaluates only conditions on the locked row itself).
@@ -600,14 +605,16 @@ class PostgresTaskStore(PostgresTables, TaskStore):
             "  ORDER BY h.due_at, h.id LIMIT $5 FOR UPDATE OF o SKIP LOCKED) "
             "UPDATE push_outbox o SET claimed_by = $3, claimed_until = $4 + $6 FROM due WHERE o.id = due.id "
             f"RETURNING {_NOTIFICATION}",
-            tasks, configs, self.holder, now, limit, self.claim_seconds)
+            tasks, configs, self.holder, now, limit, self.claim_seconds, list(skip_owners))
         out = [Notification(*r) for r in rows]
         out.sort(key=lambda n: (n.next_at, n.id))
         return out
 
-    async def next_notification_at(self, busy: set[tuple[str, str]]) -> float | None:
+    async def next_notification_at(self, busy: set[tuple[str, str]],
+                                   skip_owners: Collection[str] = ()) -> float | None:
         tasks, configs = _busy(busy)
-        return await self.pool.fetchval(f"SELECT min(due_at) FROM ({_LANE_HEADS}) h", tasks, configs, self.holder)
+        return await self.pool.fetchval(f"SELECT min(due_at) FROM ({_lane_heads('$4')}) h", tasks, configs, self.holder,
+                                        list(skip_owners))
 
     async def record_attempt(self, attempt: DeliveryAttempt, notification: Notification) -> None:
         a, n = attempt, notification

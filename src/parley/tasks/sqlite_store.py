@@ -26,7 +26,7 @@ import socket
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -264,6 +264,15 @@ def _log_rows(entries: list[Entry]) -> list[tuple[int, bytes]]:
     """A commit's entries as `entry_batches` rows: (the last one's seq, encode_entries), ROW_ENTRIES at most."""
     return [(chunk[-1].seq, encode_entries(chunk))
             for chunk in (entries[i:i + ROW_ENTRIES] for i in range(0, len(entries), ROW_ENTRIES))]
+
+
+def _skipping(owners: Collection[str]) -> tuple[str, tuple[str, ...]]:
+    """The outbox condition (and its arguments) leaving out the tasks of `owners`."""
+    if not owners:
+        return "", ()
+    owners = tuple(owners)
+    marks = ",".join("?" * len(owners))
+    return f" AND o.task_id NOT IN (SELECT id FROM tasks WHERE owner IN ({marks}))", owners
 
 
 def _push_row(p: StoredPushConfig) -> tuple:
@@ -763,21 +772,25 @@ class SqliteTaskStore(TaskStore):
             self._db.execute("UPDATE push_outbox SET state='disabled', done_at=? "
                              "WHERE task_id=? AND config_id=? AND state='pending'", (at, task_id, config_id))
 
-    async def due_notifications(self, now: float, limit: int, busy: set[tuple[str, str]]) -> list[Notification]:
+    async def due_notifications(self, now: float, limit: int, busy: set[tuple[str, str]],
+                                skip_owners: Collection[str] = ()) -> list[Notification]:
         # The oldest pending row of each (task, config) lane; it is due when its next_at has come.
+        skip, args = _skipping(skip_owners)
         rows = self._db.execute(
             f"SELECT {_NOTIFICATION} FROM push_outbox o WHERE o.state='pending' AND o.id = ("
             "  SELECT min(p.id) FROM push_outbox p WHERE p.task_id=o.task_id AND p.config_id=o.config_id"
-            "  AND p.state='pending') AND o.next_at <= ? ORDER BY o.next_at, o.id LIMIT ?",
-            (now, limit + len(busy))).fetchall()
+            f"  AND p.state='pending') AND o.next_at <= ?{skip} ORDER BY o.next_at, o.id LIMIT ?",
+            (now, *args, limit + len(busy))).fetchall()
         out = [Notification(*r) for r in rows]
         return [n for n in out if (n.task_id, n.config_id) not in busy][:limit]
 
-    async def next_notification_at(self, busy: set[tuple[str, str]]) -> float | None:
+    async def next_notification_at(self, busy: set[tuple[str, str]],
+                                   skip_owners: Collection[str] = ()) -> float | None:
+        skip, args = _skipping(skip_owners)
         rows = self._db.execute(
             "SELECT o.task_id, o.config_id, o.next_at FROM push_outbox o WHERE o.state='pending' AND o.id = ("
             "  SELECT min(p.id) FROM push_outbox p WHERE p.task_id=o.task_id AND p.config_id=o.config_id"
-            "  AND p.state='pending') ORDER BY o.next_at LIMIT ?", (len(busy) + 1,)).fetchall()
+            f"  AND p.state='pending'){skip} ORDER BY o.next_at LIMIT ?", (*args, len(busy) + 1)).fetchall()
         return next((at for task_id, config_id, at in rows if (task_id, config_id) not in busy), None)
 
     async def record_attempt(self, attempt: DeliveryAttempt, notification: Notification) -> None:

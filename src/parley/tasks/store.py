@@ -19,7 +19,7 @@ import base64
 import binascii
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -391,14 +391,18 @@ class TaskStore(ABC):
         `disabled`, and later entries enqueue nothing for it."""
 
     @abstractmethod
-    async def due_notifications(self, now: float, limit: int, busy: set[tuple[str, str]]) -> list[Notification]:
+    async def due_notifications(self, now: float, limit: int, busy: set[tuple[str, str]],
+                                skip_owners: Collection[str] = ()) -> list[Notification]:
         """Pending notifications due at `now`, at most `limit`: for each (task, config) only the oldest
-        pending one (per-webhook order), and none of the (task, config) lanes in `busy`."""
+        pending one (per-webhook order), none of the (task, config) lanes in `busy`, and none of the tasks
+        whose owner is in `skip_owners` (the push dispatcher's fair share per owner)."""
 
     @abstractmethod
-    async def next_notification_at(self, busy: set[tuple[str, str]]) -> float | None:
+    async def next_notification_at(self, busy: set[tuple[str, str]],
+                                   skip_owners: Collection[str] = ()) -> float | None:
         """When the next notification that could be sent is due: the earliest `next_at` of the oldest
-        pending notification of each (task, config) lane not in `busy`; None when there is none."""
+        pending notification of each (task, config) lane not in `busy`, of a task whose owner is not in
+        `skip_owners`; None when there is none."""
 
     @abstractmethod
     async def record_attempt(self, attempt: DeliveryAttempt, notification: Notification) -> None:
