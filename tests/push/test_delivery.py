@@ -560,3 +560,13 @@ async def test_stopping_the_dispatcher_as_it_is_woken_stops_it(steps: int) -> No
     done, _ = await asyncio.wait([stopping], timeout=20.0)  # a failure detector only
     assert stopping in done, "stop() never returned: the dispatcher lost its cancel"
     assert runner.cancelled()
+
+
+def test_no_trace_context_is_sent_while_telemetry_is_off(server, hooks):
+    """docs/push.md ("Tracing"): `traceparent`/`tracestate` go on webhook requests only with OpenTelemetry on;
+    with it off (a bare install) notifications are delivered as before, without them."""
+    path = hooks.path("untraced")
+    task = server.send("echo", "hello", push={"url": hooks.url(path)})
+    log = server.wait_settled_log("echo", task["id"])
+    got = hooks.wait_for(path, len(log["notifications"]))
+    assert all("traceparent" not in r.headers and "tracestate" not in r.headers for r in got)

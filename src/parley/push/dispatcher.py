@@ -15,7 +15,9 @@ up another owner's notifications.
 
 One attempt: the URL is checked again and its address pinned (:mod:`parley.push.ssrf`), the body is
 built in the version the client spoke (:mod:`parley.push.payload`), signed (:mod:`parley.push.signing`),
-and POSTed with a timeout, no redirects, and at most RESPONSE_LIMIT bytes of the answer read. Then:
+and POSTed with a timeout, no redirects, and at most RESPONSE_LIMIT bytes of the answer read. With
+OpenTelemetry on, the POST is a span in the task's trace and carries `traceparent`/`tracestate`
+(:mod:`parley.telemetry.push_spans`). Then:
 
     2xx                          delivered
     410 Gone                     the config is disabled: nothing more is sent to it
@@ -229,7 +231,13 @@ class PushDispatcher:
         if self.webhook_secret:
             headers.update(standard_webhook_headers(self.webhook_secret, eid, body, self.clock()))
         headers["Host"] = urlsplit(config.url).netloc
-        outcome = await self._post(pinned.url, pinned.host, headers, body)
+        with telemetry.push_delivery(task_id=n.task_id, agent_id=agent_id, config_id=n.config_id, event_id=eid,
+                                     attempt=attempt, url=config.url) as traced:
+            if traced is not None:  # OpenTelemetry on: traceparent/tracestate of this attempt's span
+                headers.update(traced.headers)
+            outcome = await self._post(pinned.url, pinned.host, headers, body)
+            if traced is not None:
+                traced.answered(outcome.status, outcome.error)
         return await self._record(n, outcome, started, agent_id)
 
     async def _post(self, url: str, host: str, headers: dict[str, str], body: bytes) -> Outcome:

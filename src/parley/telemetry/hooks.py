@@ -48,6 +48,19 @@ def push_attempt(outcome: str, agent_id: str | None, latency: float | None = Non
         active.metrics.push_latency.record(latency, {"a2a.agent.id": agent_id or ""})
 
 
+def push_delivery(*, task_id: str, agent_id: str | None, config_id: str, event_id: str, attempt: int,
+                  url: str) -> contextlib.AbstractContextManager[Any]:
+    """Around one webhook POST (parley.push.dispatcher): a CLIENT span in the task's trace, yielding a
+    :class:`parley.telemetry.push_spans.PushTrace` (its `headers` go on the request); None when off."""
+    tel = setup._active
+    if tel is None:
+        return _NULL
+    from parley.telemetry.push_spans import delivery
+
+    return delivery(tel, task_id=task_id, agent_id=agent_id, config_id=config_id, event_id=event_id,
+                    attempt=attempt, url=url)
+
+
 def instrument(starlette: Any, server: Any) -> None:
     """Add the request middleware and the engine's listener and observer (when telemetry is on)."""
     if not enabled():

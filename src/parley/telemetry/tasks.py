@@ -168,6 +168,9 @@ class TaskTelemetry:
                 attributes={A2A_TASK: task.id, A2A_CONTEXT: task.context_id, A2A_AGENT: rec.agent_id,
                             "a2a.task.turn": sum(1 for msg in task.history or [] if msg.role is m.Role.USER)},
             )
+            from parley.telemetry.push_spans import remember_task
+
+            remember_task(task.id, span)  # its webhook deliveries are traced as its children
         turn = TaskTurn(task.id, rec.agent_id, span, start_ns, measured)
         self.turns[task.id] = turn
         return turn
