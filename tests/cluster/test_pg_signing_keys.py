@@ -168,3 +168,15 @@ async def test_open_and_close_take_and_give_back_one_share_of_the_pool(postgres_
     await keys.close()
     await keys.close()
     assert postgres.users == 0 and postgres._pool is None
+
+
+async def test_a_sealed_key_moved_to_another_kid_does_not_open(replicas: Make, conn: Any):
+    """Issue 28 item 1: a private key is sealed bound to its kid; its row moved under another kid in the database
+    does not open on any replica (SecretError naming no key material)."""
+    box = SecretBox(Fernet.generate_key())
+    one = await replicas(box)
+    key = await one.active(now=T0)
+    await conn.execute("UPDATE push_signing_keys SET kid='parley-intruder' WHERE kid=$1", key.kid)
+    with pytest.raises(SecretError, match="does not open here") as refused:
+        await (await replicas(box)).active()
+    assert "PRIVATE KEY" not in str(refused.value)

@@ -367,6 +367,32 @@ async def test_push_configs_over_grpc_and_no_extended_card(stub):
                  grpc.StatusCode.FAILED_PRECONDITION, "UNSUPPORTED_OPERATION")
 
 
+async def test_a_webhook_secret_that_is_no_header_value_is_refused_over_grpc(stub):
+    """Issue 28 item 11 over gRPC (spec 3.1.7 and 13.2): a push config whose token or credentials carry CR/LF,
+    created or sent inline with a message, is INVALID_ARGUMENT naming the field, never quoting the value; nothing
+    is stored."""
+    mark = "s3cr3t-GRPC"
+    sent = await stub.SendMessage(pb.SendMessageRequest(message=message()), metadata=V1)
+    task_id = sent.task.id
+    url = "https://hooks.example.com/hook"  # passes the URL guard (public, or resolved at delivery)
+    bad = f"{mark}\r\nX-Injected: 1"
+    details = await expect(stub.CreateTaskPushNotificationConfig(
+        pb.TaskPushNotificationConfig(task_id=task_id, id="b", url=url, token=bad), metadata=V1),
+        grpc.StatusCode.INVALID_ARGUMENT, "INVALID_PARAMS")
+    assert "`token`" in details and mark not in details
+    details = await expect(stub.CreateTaskPushNotificationConfig(
+        pb.TaskPushNotificationConfig(task_id=task_id, id="b", url=url, authentication=pb.AuthenticationInfo(
+            scheme="Bearer", credentials=bad)), metadata=V1), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_PARAMS")
+    assert "`authentication.credentials`" in details and mark not in details
+    inline = pb.SendMessageRequest(message=message(), configuration=pb.SendMessageConfiguration(
+        task_push_notification_config=pb.TaskPushNotificationConfig(url=url, token=bad)))
+    details = await expect(stub.SendMessage(inline, metadata=V1), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_PARAMS")
+    assert "`token`" in details and mark not in details
+    listed = await stub.ListTaskPushNotificationConfigs(
+        pb.ListTaskPushNotificationConfigsRequest(task_id=task_id), metadata=V1)
+    assert list(listed.configs) == []
+
+
 async def test_wire_shapes_of_stream_responses(stub):
     """The raw stream: a Task, then status and artifact updates, ProtoJSON-identical to the HTTP bindings."""
     stream = stub.SendStreamingMessage(pb.SendMessageRequest(tenant="chunks", message=message()), metadata=V1)

@@ -199,3 +199,32 @@ def test_a_config_sealed_by_an_older_parley_still_delivers(start_server, hooks, 
     server.send("interviewer", "because it is fast", task_id=task["id"])
     got = hooks.wait_for(path, 1)
     assert got[0].headers["x-a2a-notification-token"] == "legacy-token"
+
+
+# --- the signing keys: bound to their kid (SQLite here; PostgreSQL in tests/cluster/test_pg_signing_keys.py) -----
+
+
+async def test_a_sealed_signing_key_copied_to_another_kid_does_not_open(tmp_path: Path):
+    """A push-signing private key is sealed bound to its kid: its row copied under another kid (or a config's
+    sealed token put in its place) does not open (SecretError naming no key material); its own row does."""
+    from parley.push.secrets import SecretBox, SecretError
+    from parley.push.signing import SqliteSigningKeys
+
+    box = SecretBox(Fernet.generate_key())
+    db = str(tmp_path / "keys.db")
+    keys = SqliteSigningKeys(db, seal=box.seal_key, open_=box.open_key)
+    try:
+        key = await keys.active(now=1_700_000_000.0)
+        with sqlite3.connect(db) as conn:
+            (stored,), = conn.execute("SELECT private_pem FROM push_signing_keys WHERE kid=?", (key.kid,)).fetchall()
+            assert stored.startswith(PREFIX) and "PRIVATE KEY" not in stored
+            conn.execute("UPDATE push_signing_keys SET kid='parley-intruder', retired_at=1 WHERE kid=?", (key.kid,))
+        with pytest.raises(SecretError) as refused:
+            await keys.published(3600.0, now=1_700_000_001.0)
+        assert "PRIVATE KEY" not in str(refused.value) and stored not in str(refused.value)
+        with sqlite3.connect(db) as conn:  # back under its own kid: it opens again
+            conn.execute("UPDATE push_signing_keys SET kid=?, retired_at=NULL", (key.kid,))
+        assert (await keys.active()).private_pem == key.private_pem
+        assert "private_pem" not in repr(key) and "PRIVATE KEY" not in repr(key)
+    finally:
+        await keys.close()

@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 
 import httpx
-from otelkit import Otel, hex_id
 from opentelemetry.trace import SpanKind, StatusCode
+from otelkit import Otel, hex_id
 
 from parley.app import Parley, Settings
 from parley.settings import PushSettings
