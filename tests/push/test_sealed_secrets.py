@@ -16,6 +16,7 @@ import asyncio
 import json
 import logging
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -176,21 +177,27 @@ def test_a_sealed_value_copied_to_another_row_does_not_open(backend, start_serve
 
 
 def test_a_config_sealed_by_an_older_parley_still_delivers(start_server, hooks, sealing, tmp_path: Path):
-    """A config whose token an older Parley sealed with Fernet (`enc:v1:`, no binding), written into the SQLite
-    file directly, is still delivered with its token after the upgrade."""
+    """Configs whose tokens an older Parley sealed with Fernet (`enc:v1:`, no binding), written into the SQLite
+    file directly: one sealed when its row was stored is still delivered with its token after the upgrade; one
+    sealed an hour before its row was stored (an older Parley stored a pasted ciphertext as it came) is refused,
+    dead-lettered naming `token`, and its webhook receives nothing."""
     db = tmp_path / "parley.db"
     server = start_server(sealing["settings"], db=db)
     task = server.send("interviewer", "I want to learn Rust")
     server.stop()
-    path = hooks.path("legacy")
-    legacy = LEGACY_PREFIX + Fernet(sealing["key"]).encrypt(b"legacy-token").decode()
+    path, pasted_path = hooks.path("legacy"), hooks.path("legacy-pasted")
+    now = time.time()
+    fernet = Fernet(sealing["key"])
+    legacy = LEGACY_PREFIX + fernet.encrypt_at_time(b"legacy-token", int(now)).decode()
+    pasted = LEGACY_PREFIX + fernet.encrypt_at_time(b"someone-elses-token", int(now) - 3600).decode()
 
     async def plant() -> None:
         store = SqliteTaskStore(str(db))
         await store.open()
         try:
-            config = m.TaskPushNotificationConfig(task_id=task["id"], id="old", url=hooks.url(path), token=legacy)
-            await store.put_push_config(StoredPushConfig(config, version="1.0"))
+            for config_id, url, token in (("old", hooks.url(path), legacy), ("pasted", hooks.url(pasted_path), pasted)):
+                config = m.TaskPushNotificationConfig(task_id=task["id"], id=config_id, url=url, token=token)
+                await store.put_push_config(StoredPushConfig(config, version="1.0", created_at=now))
         finally:
             await store.close()
 
@@ -199,6 +206,10 @@ def test_a_config_sealed_by_an_older_parley_still_delivers(start_server, hooks, 
     server.send("interviewer", "because it is fast", task_id=task["id"])
     got = hooks.wait_for(path, 1)
     assert got[0].headers["x-a2a-notification-token"] == "legacy-token"
+    log = server.wait_settled_log("interviewer", task["id"])
+    refused = [n for n in log["notifications"] if n["configId"] == "pasted"]
+    assert refused and all(n["state"] == "dead" and "`token`" in n["lastError"] for n in refused), log
+    assert hooks.count(pasted_path) == 0 and "someone-elses-token" not in json.dumps(log)
 
 
 # --- the signing keys: bound to their kid (SQLite here; PostgreSQL in tests/cluster/test_pg_signing_keys.py) -----

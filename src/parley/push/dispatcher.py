@@ -213,7 +213,8 @@ class PushDispatcher:
             return await self._record(n, Outcome(None, "the webhook was disabled (410 Gone)"), started, agent_id,
                                       final="disabled")
         try:
-            config = self.box.open(target.config, Binding(n.task_id, n.config_id, record.owner))
+            config = self.box.open(target.config, Binding(n.task_id, n.config_id, record.owner,
+                                                            target.created_at))
             log_entries = await self.store.events_after(n.task_id, 0)
             body, content_type = body_of(target.version, log_entries, n.seq)
             pinned = await self.guard.check(config.url)

@@ -17,7 +17,9 @@ open: SecretError, and the notification is dead-lettered with a reason naming th
 Stored forms: `enc:v2:<base64url nonce + ciphertext>` (sealed, bound), `plain:<value>` (no key
 configured). Rows written by older Parleys still open: `enc:v1:` (Fernet, unbound) and unprefixed
 plain values; they are sealed in the new form when the config is registered again (a rotated signing
-key is sealed in the new form).
+key is sealed in the new form). An `enc:v1:` value is refused when it was sealed well before its row
+was stored (LEGACY_SKEW): an older Parley stored a pasted ciphertext as it came, so such a value was
+sealed for another row.
 
 They are sent as HTTP header values (`X-A2A-Notification-Token`, `Authorization: <scheme>
 <credentials>`), so a value that is not one (CR, LF, NUL or another control character, or a
@@ -49,6 +51,7 @@ from parley.protocol.errors import InvalidParamsError
 PREFIX = "enc:v2:"  # sealed with AES-GCM, bound to its row
 LEGACY_PREFIX = "enc:v1:"  # sealed with Fernet by Parley before the binding (read, never written)
 PLAIN_PREFIX = "plain:"  # stored as given: no key configured
+LEGACY_SKEW = 300.0  # seconds an older Parley's seal may predate its row's created_at (clocks of replicas)
 _HKDF_INFO = b"parley push secrets v2"
 _NONCE = 12
 _HEADER_VALUE = re.compile(r"[\x20-\x7e]*")  # printable ASCII and space: what a header value can carry as is
@@ -89,6 +92,7 @@ class Binding:
     task_id: str
     config_id: str
     owner: str
+    created_at: float = 0.0  # when the config was stored: an older Parley's seal must not predate it
 
     def context(self, field: str) -> bytes:
         return f"parley-push-config\0{self.task_id}\0{self.config_id}\0{self.owner}\0{field}".encode()
@@ -132,7 +136,7 @@ class SecretBox:
 
     def _open_field(self, value: str, where: Binding, field: str) -> str:
         try:
-            return self.open_text(value, where.context(field))
+            return self.open_text(value, where.context(field), not_before=where.created_at - LEGACY_SKEW)
         except SecretError as exc:
             raise SecretError(f"the push config's `{field}` {exc}") from None
 
@@ -144,8 +148,11 @@ class SecretBox:
         sealed = self._aead.encrypt(nonce, value.encode(), context)
         return PREFIX + base64.urlsafe_b64encode(nonce + sealed).decode()
 
-    def open_text(self, value: str, context: bytes) -> str:
-        """A stored value readable again (SecretError when it was sealed for another context or key)."""
+    def open_text(self, value: str, context: bytes, *, not_before: float = 0.0) -> str:
+        """A stored value readable again (SecretError when it was sealed for another context or key).
+
+        An older Parley's `enc:v1:` value carries no binding, only when it was sealed: one sealed before
+        `not_before` (the row was stored later: it was pasted in from elsewhere) is refused."""
         if value.startswith(PLAIN_PREFIX):
             return value[len(PLAIN_PREFIX):]
         if value.startswith(PREFIX):
@@ -160,10 +167,16 @@ class SecretBox:
         if value.startswith(LEGACY_PREFIX):  # stored by an older Parley; read, never written
             if self._fernet is None:
                 raise SecretError("is sealed and no key is configured ([push] encryption_key_env)")
+            token = value[len(LEGACY_PREFIX):].encode()
             try:
-                return self._fernet.decrypt(value[len(LEGACY_PREFIX):].encode()).decode()
+                opened = self._fernet.decrypt(token).decode()
+                sealed_at = self._fernet.extract_timestamp(token)
             except InvalidToken:
                 raise SecretError("cannot be opened with the configured key") from None
+            if sealed_at < not_before:
+                raise SecretError("does not open here: it was sealed before its row was stored (copied from "
+                                  "another row)")
+            return opened
         return value  # stored as given by an older Parley with no key
 
     def seal_key(self, kid: str, private_pem: str) -> str:
