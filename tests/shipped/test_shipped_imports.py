@@ -26,6 +26,7 @@ EXTRA_OF = {
     "parley.server.grpc_server": "wheel-grpc",
     "parley.telemetry.metrics": "wheel-otel",
     "parley.telemetry.propagation": "wheel-otel",
+    "parley.telemetry.push_spans": "wheel-otel",
     "parley.telemetry.spans": "wheel-otel",
 }
 
