@@ -137,6 +137,29 @@ def test_a_pasted_ciphertext_is_delivered_as_text_never_opened(start_server, hoo
         assert secret not in everything, secret
 
 
+def test_the_signing_key_is_on_no_page_of_an_open_server(start_server, hooks, sealing, tmp_path: Path):
+    """(c) The sealed signing key pasted as a token on an open (development) server: the webhook gets the pasted
+    text, and no private key material is in the answers, pushLog, the dashboard's task page or the JWKS."""
+    db = tmp_path / "parley.db"
+    server = start_server(sealing["settings"], db=db)
+    first = hooks.path("first")
+    server.send("echo", "hello", push={"url": hooks.url(first)})
+    hooks.wait_for(first, 1)  # a notification was signed: the key exists
+    [(_kid, sealed_key)] = Rows(str(db)).signing_keys()
+    path = hooks.path("pasted-key")
+    task = server.send("echo", "hello", push={"url": hooks.url(path), "id": "k", "token": sealed_key})
+    log = server.wait_settled_log("echo", task["id"])
+    got = hooks.wait_for(path, len(log["notifications"]))
+    assert {r.headers["x-a2a-notification-token"] for r in got} == {sealed_key}
+    config = server.rpc("echo", "GetTaskPushNotificationConfig", {"taskId": task["id"], "id": "k"})
+    page = httpx.get(f"{server.url}/ui/tasks/{task['id']}")
+    assert page.status_code == 200
+    jwks = httpx.get(f"{server.url}/.well-known/jwks.json").json()
+    assert jwks["keys"] and all("d" not in k for k in jwks["keys"])  # public keys only
+    for text in (json.dumps(log), json.dumps(config), page.text, json.dumps(jwks)):
+        assert "PRIVATE KEY" not in text and sealed_key not in text
+
+
 # --- (b) a sealed value copied to another row in the database ----------------------------------------------------
 
 
