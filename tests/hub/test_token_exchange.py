@@ -253,3 +253,59 @@ async def test_without_the_callers_token_a_call_is_refused(sts: TokenEndpoint) -
     with pytest.raises(DelegationError, match="the caller's token is not known here"):
         await agent.call_credentials("alice")
     assert sts.requests == []
+
+
+REMOTE = """
+[[agents]]
+id = "billing"
+type = "remote"
+card_url = "http://127.0.0.1:9/a2a/billing"
+"""
+EXCHANGE_TABLE = """
+[agents.token_exchange]
+token_endpoint = "https://idp.example.com/token"
+client_id = "hub"
+client_secret_env = "PARLEY_TEST_TX_UNSET_SECRET"
+"""
+
+
+@pytest.mark.parametrize("text,key,reason", [
+    (REMOTE + EXCHANGE_TABLE, "agents[0].token_exchange.audience", "say what the issued token is for"),
+    (REMOTE + EXCHANGE_TABLE.replace("https://idp", "ftp://idp") + 'audience = ["x"]',
+     "agents[0].token_exchange.token_endpoint", "must be an http:// or https:// URL"),
+    (REMOTE + EXCHANGE_TABLE + 'resource = ["billing"]', "agents[0].token_exchange.resource[0]",
+     "absolute URI without a fragment"),
+    (REMOTE + EXCHANGE_TABLE + 'audience = ["x"]\nkey_callers = "fixed"', "agents[0].token_exchange.key_callers",
+     "set one of them"),
+    (REMOTE + EXCHANGE_TABLE + 'audience = ["x"]\nkey_callers = "always"', "agents[0].token_exchange.key_callers",
+     "Invalid enum value 'always'"),
+    (REMOTE + EXCHANGE_TABLE + 'audience = ["x"]\nclient_secret = "s3cret"',
+     "agents[0].token_exchange.client_secret", "unknown key"),
+    (REMOTE + EXCHANGE_TABLE.replace('client_id = "hub"\n', "") + 'audience = ["x"]',
+     "agents[0].token_exchange.client_id", "required key is missing"),
+    ('[[agents]]\nid = "echo"\ntype = "builtin"\n' + EXCHANGE_TABLE + 'audience = ["x"]',
+     "agents[0].token_exchange", "not used by agents of type 'builtin'"),
+    ('[[agents]]\nid = "a"\ntype = "python"\nentry = "m:f"\n' + EXCHANGE_TABLE + 'audience = ["x"]',
+     "agents[0].token_exchange", "not used by agents of type 'python'"),
+])
+def test_config_mistakes_name_file_key_and_reason(tmp_path, text: str, key: str, reason: str) -> None:
+    from parley.hub.config import ConfigError, load_config
+
+    path = tmp_path / "parley.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert info.value.key == key and reason in info.value.reason, str(info.value)
+    assert str(info.value).startswith(f"{path}: {key}: ")
+
+
+async def test_an_unset_client_secret_is_named_when_the_hub_is_built(tmp_path) -> None:
+    from parley.hub.config import ConfigError, load_config
+
+    path = tmp_path / "parley.toml"
+    path.write_text(REMOTE + EXCHANGE_TABLE + 'audience = ["https://billing.example.com"]')
+    os.environ.pop("PARLEY_TEST_TX_UNSET_SECRET", None)
+    with pytest.raises(ConfigError) as info:
+        await build_app(load_config(path))
+    assert str(info.value) == (f"{path}: agents[0].token_exchange.client_secret_env: the environment variable "
+                               "PARLEY_TEST_TX_UNSET_SECRET is not set")
