@@ -309,3 +309,18 @@ async def test_an_unset_client_secret_is_named_when_the_hub_is_built(tmp_path) -
         await build_app(load_config(path))
     assert str(info.value) == (f"{path}: agents[0].token_exchange.client_secret_env: the environment variable "
                                "PARLEY_TEST_TX_UNSET_SECRET is not set")
+
+
+def test_the_documented_configuration_parses() -> None:
+    """docs/security.md's [agents.token_exchange] example is a valid parley.toml."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    from parley.hub.config import parse_config
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
+    block = next(b for b in re.findall(r"```toml\n(.*?)```", doc, re.S) if "[agents.token_exchange]" in b)
+    config = parse_config(tomllib.loads(block))
+    te = config.agents[0].token_exchange
+    assert te is not None and te.audience == ["https://billing.example.com"] and te.key_callers == "refuse"
