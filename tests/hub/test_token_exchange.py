@@ -34,7 +34,7 @@ from parley.security.token_exchange import ExchangeSettings, TokenExchanger
 from parley.server.caller import current_caller
 from parley.settings import AuthSettings, JwtSettings, LimitSettings, Settings
 from security.token_endpoint import EXCHANGE, TokenEndpoint
-from support import LiveServer
+from support import LiveServer, free_port
 
 S = m.TaskState
 HUB_AUD = "https://hub.parley.test"
@@ -65,13 +65,15 @@ class Whoami:
         return f"{self.live.url}/a2a/whoami/.well-known/agent-card.json"
 
 
-def whoami_server(sts: TokenEndpoint, audience: str) -> Whoami:
+def whoami_server(sts: TokenEndpoint, audience: str, *, public_host: str | None = None) -> Whoami:
     """A Parley server accepting the token endpoint's tokens for `audience` (and an admin key, the fixed
-    credential of some tests)."""
+    credential of some tests); with `public_host`, its card names its interfaces under that host name."""
     os.environ[ADMIN_ENV] = REMOTE_ADMIN
+    port = free_port()
     jwt_settings = JwtSettings(jwks_url=sts.jwks_url, issuer=sts.issuer, audience=[audience])
     app = Parley(settings=Settings(db="memory", auth=AuthSettings(jwt=jwt_settings, admin_key_env=ADMIN_ENV),
-                                   limits=LimitSettings(auth_failures=None)))
+                                   limits=LimitSettings(auth_failures=None),
+                                   public_url=f"http://{public_host}:{port}" if public_host else None))
     calls: list[dict[str, Any]] = []
 
     @app.agent(id="whoami", description="Says who called, with which token")
@@ -82,7 +84,7 @@ def whoami_server(sts: TokenEndpoint, audience: str) -> Whoami:
         calls.append(report)
         yield json.dumps(report)
 
-    return Whoami(LiveServer(app).start(), calls)
+    return Whoami(LiveServer(app, port).start(), calls)
 
 
 def hub_toml(sts: TokenEndpoint, *, agent_id: str, card_url: str, own_audience: str, client: str,
@@ -324,3 +326,32 @@ def test_the_documented_configuration_parses() -> None:
     config = parse_config(tomllib.loads(block))
     te = config.agents[0].token_exchange
     assert te is not None and te.audience == ["https://billing.example.com"] and te.key_callers == "refuse"
+
+
+@pytest.mark.parametrize("exchange", [False, True], ids=["fixed key", "token exchange"])
+async def test_credentials_go_only_to_the_configured_origin_whatever_the_card_says(sts: TokenEndpoint,
+                                                                                   exchange: bool) -> None:
+    """A2A spec §5 (the card's interfaces say where to call): a remote whose card names an interface on another
+    origin (here `localhost` instead of the configured `127.0.0.1`) does not get this agent's credentials sent
+    there: the delegation fails naming both origins, and nothing reaches the agent."""
+    remote = whoami_server(sts, R1_AUD, public_host="localhost")
+    os.environ["PARLEY_TEST_TX_FIXED"] = REMOTE_ADMIN
+    if exchange:
+        toml = hub_toml(sts, agent_id="billing", card_url=remote.card_url, own_audience=HUB_AUD,
+                        client="hub-agent", target=R1_AUD)
+    else:  # the same hub, with a fixed key instead of [agents.token_exchange]
+        toml = hub_toml(sts, agent_id="billing", card_url=remote.card_url, own_audience=HUB_AUD,
+                        client="hub-agent", target=R1_AUD, agent_extra='api_key_env = "PARLEY_TEST_TX_FIXED"')
+        toml = toml[:toml.index("[agents.token_exchange]")]
+    hub = await start_hub(toml)
+    try:
+        caller = sts.issue("alice", aud=HUB_AUD)
+        events = await ask(f"{hub.url}/a2a/billing", {"Authorization": f"Bearer {caller}"})
+        assert last_state(events) is S.FAILED
+        port = remote.live.port
+        assert (f"names an interface at http://localhost:{port}; its credentials are sent only to "
+                f"http://127.0.0.1:{port}") in status_texts(events)[-1]
+        assert remote.calls == []
+    finally:
+        hub.stop()
+        remote.live.stop()

@@ -181,6 +181,13 @@ def normalise_url(url: str) -> str:
     return url.rstrip("/")
 
 
+def origin(url: str) -> str:
+    """scheme://host:port of a URL (the default port made explicit); host:port of a gRPC target without scheme."""
+    parts = urlsplit(url if "://" in url else f"grpc://{url}")
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+    return f"{parts.scheme.lower()}://{(parts.hostname or '').lower()}:{port}"
+
+
 def url_label(url: str) -> str:
     """A short name for an agent URL: the agent id of `/a2a/{id}`, else the last path segment or host."""
     parts = urlsplit(normalise_url(url))
@@ -279,7 +286,8 @@ class Delegator:
 
         `headers` may be a source instead: an async function of the calling task's owner returning the
         headers of one call (a token exchanged for the caller, :mod:`parley.hub.remote`); it raises
-        DelegationError to refuse the call, which then fails with that reason."""
+        DelegationError to refuse the call, which then fails with that reason. Whatever the agent's card says,
+        they are sent only to the origin of `url`: a card naming an interface elsewhere fails the call."""
         self.credentials[normalise_url(url)] = headers if callable(headers) else dict(headers)
 
     def headers_for(self, url: str) -> dict[str, str]:
@@ -411,9 +419,14 @@ class Delegator:
             if transport is not None:
                 return A2AClient(transport, self.local.card(url))
         headers = await self.call_headers(url, owner)
-        return await A2AClient.connect(url, version=self.version, bindings=self.bindings or None,
-                                       headers=headers or None,
-                                       timeout=httpx.Timeout(self.timeout, read=None))
+        client = await A2AClient.connect(url, version=self.version, bindings=self.bindings or None,
+                                         headers=headers or None, timeout=httpx.Timeout(self.timeout, read=None))
+        if self.credentials.get(normalise_url(url)) and origin(client.transport.url) != origin(url):
+            # The card chooses where the calls go: never let it send this agent's credentials elsewhere.
+            await client.close()
+            raise DelegationError(f"the card of {url_label(url)} ({url}) names an interface at "
+                                  f"{origin(client.transport.url)}; its credentials are sent only to {origin(url)}")
+        return client
 
 
 def _detached_context() -> RunContext:
