@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import tomllib
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import jwt
@@ -26,7 +29,7 @@ from parley.agents.base import AgentOutput, RunContext
 from parley.app import Parley
 from parley.client import A2AClient
 from parley.hub.build import build_app
-from parley.hub.config import parse_config
+from parley.hub.config import ConfigError, load_config, parse_config
 from parley.hub.delegation import DelegationError
 from parley.hub.remote import RemoteAgent
 from parley.protocol import models as m
@@ -78,6 +81,9 @@ def whoami_server(sts: TokenEndpoint, audience: str, *, public_host: str | None 
 
     @app.agent(id="whoami", description="Says who called, with which token")
     async def whoami(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        if ctx.text == "ask me first" and ctx.turn == 1:
+            yield ctx.ask("Which account?")
+            return
         caller = current_caller()
         claims = jwt.decode(caller.token, options={"verify_signature": False}) if caller and caller.token else None
         report = {"owner": ctx.owner, "claims": claims}
@@ -121,7 +127,7 @@ async def start_hub(toml: str) -> LiveServer:
     os.environ[HUB_ADMIN_ENV] = HUB_ADMIN
     for client, secret in SECRETS.items():
         os.environ[f"PARLEY_TEST_TX_SECRET_{client.replace('-', '_').upper()}"] = secret
-    app = await build_app(parse_config(__import__("tomllib").loads(toml)))
+    app = await build_app(parse_config(tomllib.loads(toml)))
     return LiveServer(app, self_url=True).start()
 
 
@@ -291,8 +297,6 @@ client_secret_env = "PARLEY_TEST_TX_UNSET_SECRET"
      "agents[0].token_exchange", "not used by agents of type 'python'"),
 ])
 def test_config_mistakes_name_file_key_and_reason(tmp_path, text: str, key: str, reason: str) -> None:
-    from parley.hub.config import ConfigError, load_config
-
     path = tmp_path / "parley.toml"
     path.write_text(text)
     with pytest.raises(ConfigError) as info:
@@ -302,8 +306,6 @@ def test_config_mistakes_name_file_key_and_reason(tmp_path, text: str, key: str,
 
 
 async def test_an_unset_client_secret_is_named_when_the_hub_is_built(tmp_path) -> None:
-    from parley.hub.config import ConfigError, load_config
-
     path = tmp_path / "parley.toml"
     path.write_text(REMOTE + EXCHANGE_TABLE + 'audience = ["https://billing.example.com"]')
     os.environ.pop("PARLEY_TEST_TX_UNSET_SECRET", None)
@@ -315,14 +317,8 @@ async def test_an_unset_client_secret_is_named_when_the_hub_is_built(tmp_path) -
 
 def test_the_documented_configuration_parses() -> None:
     """docs/security.md's [agents.token_exchange] example is a valid parley.toml."""
-    import re
-    import tomllib
-    from pathlib import Path
-
-    from parley.hub.config import parse_config
-
     doc = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
-    block = next(b for b in re.findall(r"```toml\n(.*?)```", doc, re.S) if "[agents.token_exchange]" in b)
+    block = next(b for b in re.findall(r"```toml\n(.*?)```", doc, re.DOTALL) if "[agents.token_exchange]" in b)
     config = parse_config(tomllib.loads(block))
     te = config.agents[0].token_exchange
     assert te is not None and te.audience == ["https://billing.example.com"] and te.key_callers == "refuse"
@@ -352,6 +348,31 @@ async def test_credentials_go_only_to_the_configured_origin_whatever_the_card_sa
         assert (f"names an interface at http://localhost:{port}; its credentials are sent only to "
                 f"http://127.0.0.1:{port}") in status_texts(events)[-1]
         assert remote.calls == []
+    finally:
+        hub.stop()
+        remote.live.stop()
+
+
+async def test_an_answer_to_the_remotes_question_goes_with_the_answering_requests_token(sts: TokenEndpoint) -> None:
+    """A2A spec §6.3 (input-required, continued with the task id): the remote's question reaches the caller; the
+    answer is forwarded to the remote task with a token exchanged for the token the answer came with."""
+    remote = whoami_server(sts, R1_AUD)
+    hub = await start_hub(hub_toml(sts, agent_id="billing", card_url=remote.card_url, own_audience=HUB_AUD,
+                                   client="hub-agent", target=R1_AUD))
+    try:
+        first_token, second_token = sts.issue("alice", aud=HUB_AUD), sts.issue("alice", aud=HUB_AUD, jti="2")
+        url = f"{hub.url}/a2a/billing"
+        async with await A2AClient.connect(url, headers={"Authorization": f"Bearer {first_token}"}) as client:
+            events = await collect(client, "ask me first")
+        assert last_state(events) is S.INPUT_REQUIRED and status_texts(events)[-1] == "Which account?"
+        task = events[0]
+        assert isinstance(task, m.Task)
+        async with await A2AClient.connect(url, headers={"Authorization": f"Bearer {second_token}"}) as client:
+            answer = await collect(client, "ACC-7", task_id=task.id, context_id=task.context_id)
+        assert last_state(answer) is S.COMPLETED, status_texts(answer)
+        assert report_of(answer)["claims"]["sub"] == "alice"
+        subjects = [seen.form["subject_token"] for seen in sts.seen(EXCHANGE)]
+        assert subjects == [[first_token], [second_token]]
     finally:
         hub.stop()
         remote.live.stop()
