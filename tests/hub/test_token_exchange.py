@@ -376,3 +376,24 @@ async def test_an_answer_to_the_remotes_question_goes_with_the_answering_request
     finally:
         hub.stop()
         remote.live.stop()
+
+
+async def test_an_in_process_hop_keeps_the_caller_for_the_remote_hop_after_it(sts: TokenEndpoint) -> None:
+    """caller -> echo (routed in process to billing, as the caller) -> billing's remote: the in-process call
+    carries the caller's principal, and its token is the one exchanged for the remote."""
+    remote = whoami_server(sts, R1_AUD)
+    toml = hub_toml(sts, agent_id="billing", card_url=remote.card_url, own_audience=HUB_AUD, client="hub-agent",
+                    target=R1_AUD)
+    toml = toml.replace("[[agents]]", '[[agents]]\nid = "echo"\ntype = "builtin"\n\n[[agents]]', 1)
+    toml += '\n[[routes]]\nfrom = "echo"\nto = "billing"\nkeywords = ["invoice"]\n'
+    hub = await start_hub(toml)
+    try:
+        caller = sts.issue("dave", aud=HUB_AUD)
+        events = await ask(f"{hub.url}/a2a/echo", {"Authorization": f"Bearer {caller}"}, "my invoice")
+        assert last_state(events) is S.COMPLETED, status_texts(events)
+        assert report_of(events)["claims"]["sub"] == "dave"
+        assert report_of(events)["claims"]["act"] == {"sub": "hub-agent"}
+        assert sts.seen(EXCHANGE)[0].form["subject_token"] == [caller]
+    finally:
+        hub.stop()
+        remote.live.stop()
