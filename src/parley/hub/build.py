@@ -12,7 +12,7 @@ import inspect
 import logging
 import os
 import sys
-from typing import Any
+from typing import Any, Literal
 
 from parley.agents.base import Agent, FunctionAgent
 from parley.agents.builtin import builtin_agents
@@ -195,8 +195,9 @@ async def remote_agent(cfg: AgentConfig, config: Config, key: str) -> Agent:
 
     assert cfg.card_url is not None
     headers = remote_credentials(cfg, config, key)
+    exchange, key_callers = token_exchange(cfg, config, key)
     agent = RemoteAgent(cfg.id, cfg.card_url, name=cfg.name, description=cfg.description, skills=skills_of(cfg),
-                        headers=headers)
+                        headers=headers, exchange=exchange, key_callers=key_callers)
     if not await agent.recheck():
         log.warning("agent %r (%s.card_url) is unavailable: %s; serving the others and trying again in the "
                     "background", cfg.id, key, agent.problem)
@@ -214,3 +215,22 @@ def remote_credentials(cfg: AgentConfig, config: Config, key: str) -> dict[str, 
                 raise ConfigError(config.path, f"{key}.{field_name}", f"the environment variable {var} is not set")
             headers[header] = prefix + value
     return headers
+
+
+def token_exchange(cfg: AgentConfig, config: Config, key: str) -> tuple[Any, Literal["refuse", "fixed"]]:
+    """The TokenExchanger [agents.token_exchange] describes (its client secret read from the environment now),
+    and what callers without a token get; (None, "refuse") without one."""
+    te = cfg.token_exchange
+    if te is None:
+        return None, "refuse"
+    from parley.security.token_exchange import SUBJECT_TOKEN_TYPES, ExchangeSettings, TokenExchanger
+
+    secret = os.environ.get(te.client_secret_env)
+    if not secret:
+        raise ConfigError(config.path, f"{key}.token_exchange.client_secret_env",
+                          f"the environment variable {te.client_secret_env} is not set")
+    settings = ExchangeSettings(token_endpoint=te.token_endpoint, client_id=te.client_id, client_secret=secret,
+                                audience=list(te.audience), resource=list(te.resource), scope=te.scope,
+                                subject_token_type=SUBJECT_TOKEN_TYPES[te.subject_token_type],
+                                client_auth=te.client_auth, timeout=te.timeout_seconds)
+    return TokenExchanger(settings), te.key_callers

@@ -87,6 +87,23 @@ class LimitsConfig(_Strict):
     token_budget: int | None = None
 
 
+class TokenExchangeConfig(_Strict):
+    """[agents.token_exchange] of a remote agent: carry the caller's identity to it by OAuth 2.0 Token Exchange
+    (RFC 8693; :mod:`parley.security.token_exchange`, docs/security.md)."""
+
+    token_endpoint: str
+    client_id: str
+    client_secret_env: str  # the NAME of the variable holding this client's secret, never the secret
+    audience: list[str] = field(default_factory=list)  # what the issued token is for: audience and/or resource
+    resource: list[str] = field(default_factory=list)
+    scope: str | None = None
+    subject_token_type: Literal["access_token", "jwt"] = "access_token"
+    client_auth: Literal["basic", "post"] = "basic"  # RFC 6749 §2.3.1: HTTP Basic, or in the form
+    # a caller without a bearer token (an API key): "refuse", or "fixed" to send api_key_env / token_env for them
+    key_callers: Literal["refuse", "fixed"] = "refuse"
+    timeout_seconds: float = 10.0
+
+
 class AgentConfig(_Strict):
     """[[agents]]: one hosted agent."""
 
@@ -114,6 +131,7 @@ class AgentConfig(_Strict):
     # remote: api_key_env (above) names the variable holding an API key for it (sent as X-API-Key);
     # token_env names one holding a bearer token (Authorization: Bearer). Never the secrets themselves.
     token_env: str | None = None
+    token_exchange: TokenExchangeConfig | None = None
 
 
 class RouteConfig(_Strict):
@@ -246,11 +264,11 @@ def _check_agent(path: str, key: str, agent: AgentConfig, llm: LLMDefaults) -> N
         "python": {"entry"},
         "llm": {"model", "provider", "script", "base_url", "api_key_env", "system_prompt", "tools", "client_tools",
                 "mcp", "limits"},
-        "remote": {"card_url", "api_key_env", "token_env"},
+        "remote": {"card_url", "api_key_env", "token_env", "token_exchange"},
         "builtin": set(),
     }
     specific = {"entry", "model", "provider", "script", "base_url", "api_key_env", "system_prompt", "tools",
-                "client_tools", "mcp", "limits", "card_url", "token_env"}
+                "client_tools", "mcp", "limits", "card_url", "token_env", "token_exchange"}
     for name in specific - only[agent.type]:
         value = getattr(agent, name)
         if value not in (None, [], ""):
@@ -280,8 +298,35 @@ def _check_agent(path: str, key: str, agent: AgentConfig, llm: LLMDefaults) -> N
                 raise ConfigError(path, f"{key}.mcp[{j}]", "give exactly one of command (stdio) or url (HTTP)")
     if agent.type == "remote" and not (agent.card_url or "").startswith(("http://", "https://")):
         raise ConfigError(path, f"{key}.card_url", "a remote agent needs card_url = \"https://.../agent-card.json\"")
+    if agent.type == "remote" and agent.token_exchange is not None:
+        _check_exchange(path, f"{key}.token_exchange", agent)
     if agent.type == "builtin" and agent.id not in ("echo", "interviewer"):
         raise ConfigError(path, f"{key}.id", "builtin agents are 'echo' and 'interviewer'")
+
+
+def _check_exchange(path: str, key: str, agent: AgentConfig) -> None:
+    """[agents.token_exchange]: an http(s) endpoint, a target for the issued token, a fixed credential when
+    key callers may use it."""
+    te = agent.token_exchange
+    assert te is not None
+    if not te.token_endpoint.startswith(("http://", "https://")):
+        raise ConfigError(path, f"{key}.token_endpoint", "the token endpoint must be an http:// or https:// URL")
+    if not te.client_id:
+        raise ConfigError(path, f"{key}.client_id", "the OAuth client id of this server is empty")
+    if not te.client_secret_env:
+        raise ConfigError(path, f"{key}.client_secret_env", "name the variable holding the client secret")
+    if not (te.audience or te.resource):
+        raise ConfigError(path, f"{key}.audience", "say what the issued token is for: audience and/or resource "
+                          "(else the endpoint may issue a token any of its services accepts)")
+    for j, uri in enumerate(te.resource):
+        if not uri.startswith(("http://", "https://")) or "#" in uri:
+            raise ConfigError(path, f"{key}.resource[{j}]", "a resource is an absolute URI without a fragment "
+                              "(RFC 8693 §2.1)")
+    if te.key_callers == "fixed" and not (agent.api_key_env or agent.token_env):
+        raise ConfigError(path, f"{key}.key_callers", "\"fixed\" sends the agent's api_key_env or token_env to "
+                          "callers without a token; set one of them, or use \"refuse\"")
+    if te.timeout_seconds <= 0:
+        raise ConfigError(path, f"{key}.timeout_seconds", "must be more than 0")
 
 
 def _is_import_path(value: str | None) -> bool:

@@ -72,7 +72,7 @@ import contextlib
 import contextvars
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -97,6 +97,7 @@ DEFAULT_BINDINGS = ("JSONRPC", "HTTP+JSON")  # HTTP bindings, JSON-RPC first
 WELL_KNOWN_SUFFIXES = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 
 Relay = Literal["own", "same", "none"]
+CredentialSource = Callable[[str | None], Awaitable[Mapping[str, str]]]  # owner -> the headers of one call
 MessageLike = m.Message | str | Sequence[m.Part] | None
 
 
@@ -178,6 +179,13 @@ def normalise_url(url: str) -> str:
     if parts.scheme and parts.netloc:
         url = f"{parts.scheme.lower()}://{parts.netloc.lower()}{parts.path}"
     return url.rstrip("/")
+
+
+def origin(url: str) -> str:
+    """scheme://host:port of a URL (the default port made explicit); host:port of a gRPC target without scheme."""
+    parts = urlsplit(url if "://" in url else f"grpc://{url}")
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme.lower())
+    return f"{parts.scheme.lower()}://{(parts.hostname or '').lower()}:{port}"
 
 
 def url_label(url: str) -> str:
@@ -265,7 +273,7 @@ class Delegator:
         self.relay: Relay = relay
         self.relay_status = relay_status
         self.headers = dict(headers or {})
-        self.credentials: dict[str, dict[str, str]] = {}  # agent URL (normalised) -> its own headers
+        self.credentials: dict[str, dict[str, str] | CredentialSource] = {}  # agent URL (normalised) -> its own
         self.bindings = list(bindings)
         self.version = version
         self.timeout = timeout
@@ -273,14 +281,27 @@ class Delegator:
 
     # --- credentials -------------------------------------------------------------------
 
-    def add_credentials(self, url: str, headers: Mapping[str, str]) -> None:
-        """Send `headers` (an API key, a bearer token) on every call to the agent at `url`, and only there."""
-        self.credentials[normalise_url(url)] = dict(headers)
+    def add_credentials(self, url: str, headers: Mapping[str, str] | CredentialSource) -> None:
+        """Send `headers` (an API key, a bearer token) on every call to the agent at `url`, and only there.
+
+        `headers` may be a source instead: an async function of the calling task's owner returning the
+        headers of one call (a token exchanged for the caller, :mod:`parley.hub.remote`); it raises
+        DelegationError to refuse the call, which then fails with that reason. Whatever the agent's card says,
+        they are sent only to the origin of `url`: a card naming an interface elsewhere fails the call."""
+        self.credentials[normalise_url(url)] = headers if callable(headers) else dict(headers)
 
     def headers_for(self, url: str) -> dict[str, str]:
-        """The headers of a call to `url`: the ones for every call, then the agent's own credentials."""
+        """The headers of a call to `url`: the ones for every call, then the agent's own fixed credentials
+        (a credential source is asked at call time, by :meth:`call_headers`)."""
         own = self.credentials.get(normalise_url(url)) if self.credentials else None
-        return {**self.headers, **own} if own else self.headers
+        return {**self.headers, **own} if isinstance(own, dict) and own else self.headers
+
+    async def call_headers(self, url: str, owner: str | None) -> dict[str, str]:
+        """The headers of one call to `url` made for a task of `owner`: its source asked, if it has one."""
+        own = self.credentials.get(normalise_url(url)) if self.credentials else None
+        if callable(own):
+            return {**self.headers, **await own(owner)}
+        return self.headers_for(url)
 
     # --- addresses ---------------------------------------------------------------------
 
@@ -380,7 +401,7 @@ class Delegator:
         try:  # asyncio.timeout, not wait_for (on 3.11 it could drop a cancel of the caller); shielded: best effort
             async with asyncio.timeout(self.cancel_timeout):
                 await asyncio.shield(go())
-        except (TimeoutError, A2AError, ClientError, httpx.HTTPError) as exc:
+        except (TimeoutError, A2AError, ClientError, DelegationError, httpx.HTTPError) as exc:
             log.info("could not cancel delegated task %s at %s: %s", task_id, url, exc)
 
     async def card(self, url: str) -> m.AgentCard:
@@ -397,9 +418,15 @@ class Delegator:
             transport = self.local.transport(url, owner)
             if transport is not None:
                 return A2AClient(transport, self.local.card(url))
-        return await A2AClient.connect(url, version=self.version, bindings=self.bindings or None,
-                                       headers=self.headers_for(url) or None,
-                                       timeout=httpx.Timeout(self.timeout, read=None))
+        headers = await self.call_headers(url, owner)
+        client = await A2AClient.connect(url, version=self.version, bindings=self.bindings or None,
+                                         headers=headers or None, timeout=httpx.Timeout(self.timeout, read=None))
+        if self.credentials.get(normalise_url(url)) and origin(client.transport.url) != origin(url):
+            # The card chooses where the calls go: never let it send this agent's credentials elsewhere.
+            await client.close()
+            raise DelegationError(f"the card of {url_label(url)} ({url}) names an interface at "
+                                  f"{origin(client.transport.url)}; its credentials are sent only to {origin(url)}")
+        return client
 
 
 def _detached_context() -> RunContext:

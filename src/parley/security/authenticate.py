@@ -128,7 +128,7 @@ class CredentialAuthenticator:
         if self.jwt is None:
             raise self.refuse("The bearer token is not an API key of this server, and no token issuer is configured")
         identity = await self.jwt.verify(token)  # UnauthenticatedError with its own challenge
-        return Principal(token_principal(identity.principal), kind="token", scopes=identity.scopes)
+        return Principal(token_principal(identity.principal), kind="token", scopes=identity.scopes, token=token)
 
 
 def token_principal(subject: str) -> str:

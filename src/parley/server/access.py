@@ -24,6 +24,9 @@ class Principal:
     scopes: frozenset[str] = frozenset()
     name: str | None = None
     agent: str | None = None  # the one agent an API key opens; None: any agent
+    # The bearer token a `token` principal presented, for token exchange on remote hops (parley.hub.remote).
+    # Kept in memory for the request and the runs it starts; never stored, compared, hashed or shown.
+    token: str | None = field(default=None, compare=False, repr=False)
 
     def opens(self, agent_id: str) -> bool:
         """Whether this principal may call `agent_id` at all."""

@@ -33,6 +33,7 @@ from parley.server.access import (
     Principal,
     RateLimiter,
 )
+from parley.server.caller import remember
 from parley.server.service import A2AService, CallContext
 from parley.settings import LimitSettings
 from parley.tasks.log import Entry
@@ -140,9 +141,11 @@ class Pipeline:
 
     async def principal(self, access: Access, credentials: Credentials) -> Principal:
         """The caller: the principal an in-process call carries, else what the authenticator says."""
-        if credentials.principal is not None:
-            return credentials.principal
-        return await self.authenticator.authenticate(access, credentials)
+        principal = credentials.principal
+        if principal is None:
+            principal = await self.authenticator.authenticate(access, credentials)
+        remember(principal)  # the runs this request starts know their caller (token exchange)
+        return principal
 
 
 async def _released(events: AsyncIterator[Entry | None], grant: Grant) -> AsyncIterator[Entry | None]:
