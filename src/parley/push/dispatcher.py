@@ -42,6 +42,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -51,7 +52,7 @@ from parley.push.secrets import Binding, SecretBox, SecretError
 from parley.push.signing import SIGNATURE_HEADER, PushSigner, standard_webhook_headers
 from parley.push.ssrf import Unresolved, UnsafeUrl, UrlGuard
 from parley.settings import PushSettings
-from parley.tasks.store import DeliveryAttempt, Notification, TaskRecord, TaskStore
+from parley.tasks.store import DeliveryAttempt, Notification, StoredPushConfig, TaskRecord, TaskStore
 from parley.telemetry import hooks as telemetry
 
 log = logging.getLogger("parley.push")
@@ -212,6 +213,18 @@ class PushDispatcher:
         if target.disabled_at is not None:
             return await self._record(n, Outcome(None, "the webhook was disabled (410 Gone)"), started, agent_id,
                                       final="disabled")
+        with telemetry.push_delivery(task_id=n.task_id, agent_id=agent_id, config_id=n.config_id,
+                                     event_id=event_id(n.task_id, n.seq), attempt=n.attempts + 1,
+                                     url=target.config.url) as traced:
+            outcome, final = await self._attempt(n, target, record, traced)
+            if traced is not None:
+                traced.answered(outcome.status, outcome.error, sent=final is None)
+        return await self._record(n, outcome, started, agent_id, final=final)
+
+    async def _attempt(self, n: Notification, target: StoredPushConfig, record: TaskRecord,
+                       traced: Any) -> tuple[Outcome, str | None]:
+        """Open the config, build, sign and POST the notification: (outcome, final state or None: by the answer).
+        `traced`: the attempt's span (parley.telemetry.push_spans.PushTrace) or None; its headers are sent."""
         try:
             config = self.box.open(target.config, Binding(n.task_id, n.config_id, record.owner,
                                                             target.created_at))
@@ -219,27 +232,22 @@ class PushDispatcher:
             body, content_type = body_of(target.version, log_entries, n.seq)
             pinned = await self.guard.check(config.url)
         except Unresolved as exc:  # DNS may answer later: a failed attempt, retried like no answer
-            return await self._record(n, Outcome(None, _short(exc)), started, agent_id)
+            return Outcome(None, _short(exc)), None
         except (UnsafeUrl, SecretError, LookupError) as exc:
-            return await self._record(n, Outcome(None, _short(exc)), started, agent_id, final="dead")
+            return Outcome(None, _short(exc)), "dead"
         headers = headers_of(config, n.task_id, n.seq, content_type)
         eid = event_id(n.task_id, n.seq)
         attempt = n.attempts + 1
-        if self.signer is not None and self.settings.signs(agent_id):
+        if self.signer is not None and self.settings.signs(record.agent_id):
             headers[SIGNATURE_HEADER] = await self.signer.sign(
                 body, issuer=self.issuer(), url=config.url, task_id=n.task_id, event_id=eid, seq=n.seq,
                 attempt=attempt, now=self.clock())
         if self.webhook_secret:
             headers.update(standard_webhook_headers(self.webhook_secret, eid, body, self.clock()))
         headers["Host"] = urlsplit(config.url).netloc
-        with telemetry.push_delivery(task_id=n.task_id, agent_id=agent_id, config_id=n.config_id, event_id=eid,
-                                     attempt=attempt, url=config.url) as traced:
-            if traced is not None:  # OpenTelemetry on: traceparent/tracestate of this attempt's span
-                headers.update(traced.headers)
-            outcome = await self._post(pinned.url, pinned.host, headers, body)
-            if traced is not None:
-                traced.answered(outcome.status, outcome.error)
-        return await self._record(n, outcome, started, agent_id)
+        if traced is not None:  # OpenTelemetry on: traceparent/tracestate of this attempt's span
+            headers.update(traced.headers)
+        return await self._post(pinned.url, pinned.host, headers, body), None
 
     async def _post(self, url: str, host: str, headers: dict[str, str], body: bytes) -> Outcome:
         assert self._http is not None, "the dispatcher is not started"

@@ -1,14 +1,16 @@
 """A span per webhook delivery attempt, in the trace of the task that notified, and the trace context
 (`traceparent`, `tracestate`) the webhook request carries.
 
-    a2a push {agent}      CLIENT    one per POST of a notification to a webhook (parley.push.dispatcher);
+    a2a push {agent}      CLIENT    one per delivery attempt of a notification (parley.push.dispatcher):
+                                    opening its config, signing, the POST, until the webhook's answer;
                                     parent: the span of the task's latest turn (`a2a task {agent}`), when
                                     this process traced it; else the root of a trace of its own
 
 Attributes: a2a.task_id, a2a.agent_id, parley.push.event_id, parley.push.config_id, parley.push.attempt,
 http.request.method, server.address/server.port (never the URL's path or query: it may hold a secret),
-http.response.status_code; a failed attempt has status ERROR and error.type (the HTTP status, or the
-reason it got no answer).
+http.response.status_code; a failed attempt has status ERROR and error.type (the HTTP status, `no answer`,
+or `refused`: not sent, because its URL is refused or its secrets do not open; the description says why,
+naming a field, never a secret).
 
 The task's span context is remembered when its turn begins (:func:`remember_task`, from
 parley.telemetry.tasks), for the last MAX_TASK_TRACES tasks: a notification delivered after a restart,
@@ -64,12 +66,14 @@ class PushTrace:
     span: Any
     headers: dict[str, str] = field(default_factory=dict)
 
-    def answered(self, status: int | None, error: str | None) -> None:
-        """What the attempt came to: the webhook's HTTP status (None: no answer) and the error, if any."""
+    def answered(self, status: int | None, error: str | None, *, sent: bool = True) -> None:
+        """What the attempt came to: the webhook's HTTP status (None: no answer) and the error, if any;
+        `sent` False: refused before the request was made (an unsafe URL, a secret that does not open)."""
         if status is not None:
             self.span.set_attribute(HTTP_STATUS, status)
         if error:
-            self.span.set_attribute(ERROR_TYPE, str(status) if status is not None else "no answer")
+            self.span.set_attribute(ERROR_TYPE, str(status) if status is not None else
+                                    "no answer" if sent else "refused")
             self.span.set_status(Status(StatusCode.ERROR, error))
 
 
