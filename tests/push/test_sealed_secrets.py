@@ -262,3 +262,46 @@ async def test_a_sealed_signing_key_copied_to_another_kid_does_not_open(tmp_path
         assert "private_pem" not in repr(key) and "PRIVATE KEY" not in repr(key)
     finally:
         await keys.close()
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+def test_a_retried_send_seals_its_webhook_for_the_task_it_went_to(backend, start_server, hooks, sealing,
+                                                                  tmp_path: Path):
+    """A retried send (same messageId) carrying a webhook registers it for the task the first send made (issue 27
+    item 7); its token is sealed for that task's row, so it opens there and is delivered (A2A 1.0 section 4.3.1)."""
+    server = start_server(sealing["settings"], db=tmp_path / "parley.db" if backend == "sqlite" else None)
+    mid = f"m-retry-{backend}"
+    params: dict[str, Any] = {"message": {"messageId": mid, "role": "ROLE_USER",
+                                          "parts": [{"text": "I want to learn Rust"}]}}
+    first = server.rpc("interviewer", "SendMessage", params)["task"]
+    path = hooks.path("retried")
+    again = server.rpc("interviewer", "SendMessage", {**params, "configuration": {"taskPushNotificationConfig": {
+        "url": hooks.url(path), "id": "from-retry", "token": ALICE_TOKEN}}})["task"]
+    assert again["id"] == first["id"]
+    server.send("interviewer", "because it is fast", task_id=first["id"])
+    log = server.wait_settled_log("interviewer", first["id"])
+    assert log["notifications"] and {n["state"] for n in log["notifications"]} == {"delivered"}, log
+    got = hooks.wait_for(path, len(log["notifications"]))
+    assert {r.headers["x-a2a-notification-token"] for r in got} == {ALICE_TOKEN}
+
+
+async def test_a_config_bound_again_to_another_task_is_sealed_for_that_one():
+    """A send's webhook is sealed when it is bound to its task; a send that turns out to be a retry at the store
+    (the engine bound it to the task it was about to make) is bound again to the task the first send made: its
+    secrets are then sealed, as sent, for that task's row, and open there only (parley.tasks.engine.bind_push)."""
+    from parley.push.configs import PushConfigs
+    from parley.push.secrets import Binding, SecretBox, SecretError
+    from parley.push.ssrf import UrlGuard, parse_allow
+    from parley.tasks.engine import bind_push
+
+    box = SecretBox(Fernet.generate_key())
+    configs = PushConfigs(push_settings(), UrlGuard(parse_allow(["127.0.0.1/32"])), box)
+    sent = m.TaskPushNotificationConfig(url="http://127.0.0.1:9/hook", id="c", token=ALICE_TOKEN)
+    push = await configs.prepare(sent, "1.0", "echo", "alice")
+    assert push.config.token == ALICE_TOKEN and sent.token == ALICE_TOKEN  # not sealed before it has its row
+    bind_push(push, "t-about-to-be-made")
+    bind_push(push, "t-first")
+    assert push.config.token.startswith(PREFIX)
+    assert box.open(push.config, Binding("t-first", "c", "alice")).token == ALICE_TOKEN
+    with pytest.raises(SecretError, match="`token`"):
+        box.open(push.config, Binding("t-about-to-be-made", "c", "alice"))

@@ -45,11 +45,14 @@ class PushConfigs:
         if auth is not None and not auth.scheme.strip():
             raise InvalidParamsError("Invalid params: `authentication.scheme` must not be empty")
         check_header_values(config)
+        plain = msgspec.structs.replace(config, id=default_id(config, version))
 
-        def seal(bound: m.TaskPushNotificationConfig) -> m.TaskPushNotificationConfig:
-            return self.box.seal(bound, Binding(bound.task_id, bound.id, owner))
+        def seal(task_id: str, config_id: str) -> m.TaskPushNotificationConfig:
+            """The config as stored in row (task_id, config_id): its secrets, as sent, sealed for that row."""
+            bound = msgspec.structs.replace(plain, task_id=task_id, id=config_id)
+            return self.box.seal(bound, Binding(task_id, config_id, owner))
 
-        return StoredPushConfig(msgspec.structs.replace(config, id=default_id(config, version)), version=version,
+        return StoredPushConfig(msgspec.structs.replace(plain), version=version,
                                 artifacts=self.settings.artifacts_of(agent_id), created_at=self.clock(), seal=seal)
 
     @staticmethod

@@ -95,8 +95,8 @@ def bind_push(push: StoredPushConfig, task_id: str) -> StoredPushConfig:
     push.config.task_id = task_id
     if not push.config.id:
         push.config.id = task_id
-    if push.seal is not None:  # its secrets are sealed for this row now that it has its ids
-        push.config, push.seal = push.seal(push.config), None
+    if push.seal is not None:  # its secrets, as sent, sealed for this row now that it has its ids (again, when
+        push.config = push.seal(push.config.task_id, push.config.id)  # a retried send rebinds it to another task)
     return push
 
 

@@ -134,10 +134,10 @@ class StoredPushConfig:
     artifacts: bool = False  # also notify artifact updates
     created_at: float = 0.0
     disabled_at: float | None = None  # the webhook answered 410 Gone: nothing more is sent
-    # Seals the secrets once the config is bound to its task (parley.tasks.engine.bind_push): they are sealed
-    # for their row (task id, config id, owner), which a config sent with a message has only then. Not stored.
-    seal: Callable[[m.TaskPushNotificationConfig], m.TaskPushNotificationConfig] | None = field(
-        default=None, repr=False, compare=False)
+    # (task id, config id) -> the config with its secrets, as sent, sealed for that row (task, config, owner):
+    # called when the config is bound to its task (parley.tasks.engine.bind_push), which a config sent with a
+    # message is only then. Not stored.
+    seal: Callable[[str, str], m.TaskPushNotificationConfig] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(slots=True)
