@@ -43,6 +43,11 @@ app.add_typer(keys_app, name="keys")
 push_app = typer.Typer(help="Push notifications: a task's delivery log, and the key notifications are signed with.",
                        no_args_is_help=True)
 app.add_typer(push_app, name="push")
+cards_app = typer.Typer(help="Signed agent cards: the keys the cards are signed with.", no_args_is_help=True)
+cards_keys_app = typer.Typer(help="List and rotate the card signing keys (beside the server's --db).",
+                             no_args_is_help=True)
+cards_app.add_typer(cards_keys_app, name="keys")
+app.add_typer(cards_app, name="cards")
 CREDENTIALS: dict[str, str] = {}  # headers every client command sends (--api-key / --token)
 
 
@@ -814,6 +819,58 @@ def _server_settings(db: str | None, config_path: str | None, *, memory: str) ->
     if settings.db == MEMORY:
         fail(memory)
     return settings
+
+
+@cards_keys_app.command("rotate")
+@run
+async def cards_keys_rotate(db: str | None = DbOpt, config_path: str | None = ConfigOpt,
+                            as_json: bool = JsonOpt) -> None:
+    """Sign the cards with a new key; the old one stays in the card JWKS for the grace period (a week)."""
+    from parley.server.card_signing import KEEP_SECONDS
+
+    keys = await _card_keys(db, config_path)
+    try:
+        key = await keys.rotate()
+    finally:
+        await keys.close()
+    if as_json:
+        emit_json({"kid": key.kid, "previousPublishedSeconds": KEEP_SECONDS})
+        return
+    out.print(f"new card signing key {key.kid}; the previous one stays published for {KEEP_SECONDS:g} s",
+              highlight=False)
+
+
+@cards_keys_app.command("list")
+@run
+async def cards_keys_list(db: str | None = DbOpt, config_path: str | None = ConfigOpt,
+                          as_json: bool = JsonOpt) -> None:
+    """The card signing keys the JWKS publishes: the active one and the retired ones still in their grace period."""
+    from parley.server.card_signing import KEEP_SECONDS
+
+    keys = await _card_keys(db, config_path)
+    try:
+        found = sorted(await keys.published(KEEP_SECONDS), key=lambda k: k.created_at)
+    finally:
+        await keys.close()
+    rows = [{"kid": k.kid, "createdAt": k.created_at, "retiredAt": k.retired_at} for k in found]
+    if as_json:
+        emit_json(rows)
+        return
+    for row in rows:
+        out.print(f"{row['kid']}  {'active' if row['retiredAt'] is None else 'retired'}", highlight=False)
+
+
+async def _card_keys(db: str | None, config_path: str | None):
+    """The card signing keys of the server whose database is `db` (or its config's), opened."""
+    from parley.backends import Backends
+
+    settings = _server_settings(db, config_path, memory="a --memory server keeps its card keys in its own process")
+    try:
+        keys = Backends(settings).card_keys()
+    except ValueError as exc:
+        fail(str(exc))
+    await _opened(keys)
+    return keys
 
 
 @push_app.command("rotate-key")

@@ -28,6 +28,7 @@ from parley.security.keys import KeyStore
 from parley.security.ratelimit import Limiter
 from parley.security.setup import Security
 from parley.server.access import Authenticator, Authorizer, Principal, RateLimiter
+from parley.server.card_signing import CardSigner
 from parley.server.cards import Cards
 from parley.server.local import LocalAgents
 from parley.server.pipeline import Pipeline
@@ -80,6 +81,7 @@ class Runtime:
         self.bus = bus or self.backends.bus()
         self.backends.link(self.store, self.bus)
         self.cards = Cards(agents, self.settings)
+        self.card_signer = CardSigner(self.backends.card_keys())  # signs every well-known card (A2A 1.0 §8.4)
         # Delegations to this server's own agents run in process, through the pipeline built below.
         self.local = LocalAgents(lambda: self.pipeline, agents, self.default_agent, self.cards, self._base_urls)
         self.delegator = Delegator(self_url=self.settings.reachable_self_url, local=self.local)
@@ -128,6 +130,7 @@ class Runtime:
         await self.store.open()
         await self.bus.start()
         await self.keys.open()
+        await self.card_signer.keys.open()
         if self.push is not None:
             await self.push.open()
         self._loop = asyncio.get_running_loop()
@@ -197,6 +200,7 @@ class Runtime:
         finally:
             await self.bus.close()
             await self.store.close()
+            await self.card_signer.keys.close()
             await self.security.close()
             if self.keys is not None:
                 await self.keys.close()
