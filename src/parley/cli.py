@@ -901,15 +901,24 @@ async def push_rotate_key(db: str | None = DbOpt, config_path: str | None = Conf
 
 @app.command()
 @run
-async def card(url: str = typer.Argument(..., help="Agent URL or card URL."), as_json: bool = JsonOpt) -> None:
-    """Show an agent's card."""
-    async with await A2AClient.connect(url, headers=dict(CREDENTIALS) or None) as client:
+async def card(url: str = typer.Argument(..., help="Agent URL or card URL."), as_json: bool = JsonOpt,
+               verify: str | None = typer.Option(None, "--verify", metavar="JWKS",
+                                                 help="Require the card to be signed by a key of this JWKS (a file, "
+                                                      "or an http(s) URL you trust; never the card's own jku).")
+               ) -> None:
+    """Show an agent's card (with --verify, only once its signature checks out)."""
+    from parley.client.card_trust import CardTrust
+
+    trust = await CardTrust.load(verify) if verify else None
+    async with await A2AClient.connect(url, headers=dict(CREDENTIALS) or None, verify=trust) as client:
         c = client.card
         assert c is not None
         if as_json:
             print_json(c)
             return
         out.print(f"[bold]{c.name}[/] {c.version}  — {c.description}", highlight=False)
+        if trust is not None:
+            out.print("  signature: verified with a trusted key", highlight=False)
         shown: set[tuple[str, str, str]] = set()
         for i in c.supported_interfaces:  # a 0.3 card repeats its main interface among the additional ones
             if (i.protocol_binding, i.protocol_version, i.url) not in shown:

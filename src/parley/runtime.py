@@ -131,6 +131,7 @@ class Runtime:
         await self.bus.start()
         await self.keys.open()
         await self.card_signer.keys.open()
+        await self.card_signer.active()  # the card key is made on the first start
         if self.push is not None:
             await self.push.open()
         self._loop = asyncio.get_running_loop()
