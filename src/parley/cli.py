@@ -1069,16 +1069,18 @@ async def chat(url: str = typer.Argument(..., help="Agent URL."), version: str |
 
 @app.command()
 @run
-async def agents(url: str = typer.Argument(..., help="Parley server base URL."), as_json: bool = JsonOpt) -> None:
-    """List the agents a Parley server hosts."""
-    resp = await _get_agents(url)
-    if resp.status_code != 200:
-        raise ClientError(f"GET {url}/agents answered HTTP {resp.status_code}")
-    data = resp.json()
+async def agents(url: str = typer.Argument(..., help="Server base URL."), as_json: bool = JsonOpt) -> None:
+    """List the agents a server hosts: its AI Catalog (/.well-known/ai-catalog.json), else Parley's GET /agents."""
+    import httpx
+
+    from parley.client.discovery import hosted_agents
+
+    async with httpx.AsyncClient(timeout=30, headers=dict(CREDENTIALS) or None) as http:
+        cards, source = await hosted_agents(http, url)
     if as_json:
-        emit_json(data)
+        emit_json({"agents": cards, "source": source})
         return
-    for c in data.get("agents", []):
+    for c in cards:
         out.print(f"[bold]{c['name']}[/]  {c['supportedInterfaces'][0]['url']}  — {c['description']}", highlight=False)
 
 
