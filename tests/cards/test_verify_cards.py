@@ -109,3 +109,11 @@ def test_cli_card_verify(server, tmp_path):
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode != 0
     assert "is not one you trust" in done.stderr + done.stdout
+
+
+def test_dashboard_card_check_shows_the_signature(server):
+    """The dashboard's card check (an open server's agent page) says the served card's signature verifies."""
+    page = httpx.get(server.url + "/ui/agents/echo")
+    assert page.status_code == 200
+    kid = httpx.get(server.url + JWKS).json()["keys"][0]["kid"]
+    assert f"signature verifies (JWS over the RFC 8785 form, key {kid} of this server" in page.text
