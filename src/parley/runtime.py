@@ -19,6 +19,8 @@ import logging
 import time
 from collections.abc import Mapping
 
+import msgspec
+
 from parley.agents.base import Agent
 from parley.backends import Backends
 from parley.hub.delegation import Delegator
@@ -28,8 +30,8 @@ from parley.security.keys import KeyStore
 from parley.security.ratelimit import Limiter
 from parley.security.setup import Security
 from parley.server.access import Authenticator, Authorizer, Principal, RateLimiter
-from parley.server.card_signing import CardSigner
-from parley.server.cards import Cards
+from parley.server.card_signing import JWKS_PATH, CardSigner, signature
+from parley.server.cards import Cards, card_v1
 from parley.server.local import LocalAgents
 from parley.server.pipeline import Pipeline
 from parley.server.service import A2AService
@@ -224,15 +226,26 @@ class Runtime:
         return checks
 
     async def public_card(self, agent_id: str, agent_url: str) -> m.AgentCard:
-        """The card anyone may read, declaring the security that is enforced."""
-        return self.cards.card(agent_id, agent_url, await self.security.card_security())
+        """The card anyone may read, declaring the security that is enforced (signed: docs/cards.md)."""
+        return await self._signed(self.cards.card(agent_id, agent_url, await self.security.card_security()),
+                                  agent_id, agent_url)
 
     async def extended_card(self, agent_id: str, agent_url: str, principal: Principal) -> m.AgentCard | None:
         """The authenticated extended card: the skills this caller may use; None while the server is open."""
         security = await self.security.card_security()
         if security is None:
             return None
-        return self.cards.card(agent_id, agent_url, security, self.security.visible_skills(agent_id, principal))
+        return await self._signed(
+            self.cards.card(agent_id, agent_url, security, self.security.visible_skills(agent_id, principal)),
+            agent_id, agent_url)
+
+    async def _signed(self, card: m.AgentCard, agent_id: str, agent_url: str) -> m.AgentCard:
+        """`card` with a signature by the card key, its `jku` below the base URL of `agent_url` (A2A 1.0 §8.4)."""
+        if not agent_url:
+            return card
+        base = agent_url.removesuffix(f"/a2a/{agent_id}").rstrip("/")
+        sig = signature(card_v1(card), await self.card_signer.active(), base + JWKS_PATH)
+        return msgspec.structs.replace(card, signatures=[sig])
 
     def _issuer(self) -> str:
         """This server's public base URL: the `iss` of its notification signatures."""

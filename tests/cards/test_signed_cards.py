@@ -164,3 +164,24 @@ def test_js_sdk_verifier_accepts_cards(js_sdk, secured):
                                   capture_output=True, text=True, timeout=60, check=False)
             assert done.returncode == 0, done.stderr
             assert done.stdout.strip().splitlines()[-1] == "VERIFIED", done.stdout  # the changed card: refused
+
+
+def test_cards_served_by_calls_are_signed_too():
+    """Beyond the well-known paths: 1.0 `GetExtendedAgentCard` (§8.4 applies to every AgentCard) and the cards of
+    GET /agents carry a signature the a2a-sdk verifier accepts. The pure 0.3 card of HTTP+JSON `GET /v1/card` has
+    none (a signature covers the 1.0 form, which that card does not carry)."""
+    from a2a.client.card_resolver import parse_agent_card
+
+    app, key = secured_app()
+    auth = {"X-API-Key": key}
+    with running(app) as srv:
+        verifier = create_signature_verifier(_key_provider(srv.url, []), ["ES256"])
+        extended = httpx.post(srv.url + "/a2a/echo", headers={"A2A-Version": "1.0", **auth},
+                              json={"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard", "params": {}})
+        listed = httpx.get(srv.url + "/agents", headers=auth).json()["agents"]
+        v03 = httpx.get(srv.url + "/a2a/echo/v1/card", headers=auth)
+        assert v03.status_code == 200, v03.text
+        assert "signatures" not in v03.json()
+        for card in (extended.json()["result"], *listed):
+            assert card["signatures"], card
+            verifier(parse_agent_card(card))
