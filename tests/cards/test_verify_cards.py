@@ -117,3 +117,18 @@ def test_dashboard_card_check_shows_the_signature(server):
     assert page.status_code == 200
     kid = httpx.get(server.url + JWKS).json()["keys"][0]["kid"]
     assert f"signature verifies (JWS over the RFC 8785 form, key {kid} of this server" in page.text
+
+
+def test_cli_card_verify_bad_key_lists_are_one_precise_line(server, tmp_path):
+    """A missing file, a file that is not a JWKS, a URL that is not one: each refused with what is wrong."""
+    not_jwks = tmp_path / "card.json"
+    not_jwks.write_text(json.dumps({"name": "not a key set"}))
+    cases = {str(tmp_path / "absent.json"): "cannot read the trusted keys",
+             str(not_jwks): "a trusted key set is a JWKS",
+             server.url + "/no-such-jwks.json": "cannot read the trusted keys at"}
+    for where, said in cases.items():
+        done = subprocess.run([PARLEY, "card", server.url, "--verify", where],
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode != 0
+        assert said in done.stderr + done.stdout, (where, done.stderr + done.stdout)
+        assert "Traceback" not in done.stderr
