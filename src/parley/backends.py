@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from parley.postgres import Postgres, PostgresError, is_postgres_url
 from parley.security.keys import PEPPER_ENV
-from parley.settings import Settings, is_redis_url
+from parley.settings import MEMORY, Settings, is_redis_url
 from parley.tasks.bus import EventBus, LocalBus
 from parley.tasks.open import open_store
 from parley.tasks.store import StoreError, TaskStore
@@ -98,6 +98,22 @@ class Backends:
         from parley.push.setup import signing_keys
 
         return signing_keys(self.settings, box)
+
+    def card_keys(self) -> SigningKeys:
+        """The agent-card signing keys beside the tasks (table `card_signing_keys`), sealed like the push keys."""
+        from parley.push.setup import secret_box
+        from parley.push.signing import MemorySigningKeys, SqliteSigningKeys
+        from parley.server.card_signing import TABLE
+
+        box = secret_box(self.settings)
+        if self.postgres is not None:
+            from parley.push.pg_signing import PostgresCardKeys
+
+            return PostgresCardKeys(self.postgres, seal=box.seal_card_key, open_=box.open_card_key)
+        db = self.settings.db
+        if db is None or db == MEMORY:
+            return MemorySigningKeys()
+        return SqliteSigningKeys(db, seal=box.seal_card_key, open_=box.open_card_key, table=TABLE)
 
     def counters(self) -> RateCounters | None:
         """Shared rate-limit counters (Redis), or None: each process counts for itself."""

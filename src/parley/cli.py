@@ -43,6 +43,11 @@ app.add_typer(keys_app, name="keys")
 push_app = typer.Typer(help="Push notifications: a task's delivery log, and the key notifications are signed with.",
                        no_args_is_help=True)
 app.add_typer(push_app, name="push")
+cards_app = typer.Typer(help="Signed agent cards: the keys the cards are signed with.", no_args_is_help=True)
+cards_keys_app = typer.Typer(help="List and rotate the card signing keys (beside the server's --db).",
+                             no_args_is_help=True)
+cards_app.add_typer(cards_keys_app, name="keys")
+app.add_typer(cards_app, name="cards")
 CREDENTIALS: dict[str, str] = {}  # headers every client command sends (--api-key / --token)
 
 
@@ -816,6 +821,58 @@ def _server_settings(db: str | None, config_path: str | None, *, memory: str) ->
     return settings
 
 
+@cards_keys_app.command("rotate")
+@run
+async def cards_keys_rotate(db: str | None = DbOpt, config_path: str | None = ConfigOpt,
+                            as_json: bool = JsonOpt) -> None:
+    """Sign the cards with a new key; the old one stays in the card JWKS for the grace period (a week)."""
+    from parley.server.card_signing import KEEP_SECONDS
+
+    keys = await _card_keys(db, config_path)
+    try:
+        key = await keys.rotate()
+    finally:
+        await keys.close()
+    if as_json:
+        emit_json({"kid": key.kid, "previousPublishedSeconds": KEEP_SECONDS})
+        return
+    out.print(f"new card signing key {key.kid}; the previous one stays published for {KEEP_SECONDS:g} s",
+              highlight=False)
+
+
+@cards_keys_app.command("list")
+@run
+async def cards_keys_list(db: str | None = DbOpt, config_path: str | None = ConfigOpt,
+                          as_json: bool = JsonOpt) -> None:
+    """The card signing keys the JWKS publishes: the active one and the retired ones still in their grace period."""
+    from parley.server.card_signing import KEEP_SECONDS
+
+    keys = await _card_keys(db, config_path)
+    try:
+        found = sorted(await keys.published(KEEP_SECONDS), key=lambda k: k.created_at)
+    finally:
+        await keys.close()
+    rows = [{"kid": k.kid, "createdAt": k.created_at, "retiredAt": k.retired_at} for k in found]
+    if as_json:
+        emit_json(rows)
+        return
+    for row in rows:
+        out.print(f"{row['kid']}  {'active' if row['retiredAt'] is None else 'retired'}", highlight=False)
+
+
+async def _card_keys(db: str | None, config_path: str | None):
+    """The card signing keys of the server whose database is `db` (or its config's), opened."""
+    from parley.backends import Backends
+
+    settings = _server_settings(db, config_path, memory="a --memory server keeps its card keys in its own process")
+    try:
+        keys = Backends(settings).card_keys()
+    except ValueError as exc:
+        fail(str(exc))
+    await _opened(keys)
+    return keys
+
+
 @push_app.command("rotate-key")
 @run
 async def push_rotate_key(db: str | None = DbOpt, config_path: str | None = ConfigOpt,
@@ -844,15 +901,24 @@ async def push_rotate_key(db: str | None = DbOpt, config_path: str | None = Conf
 
 @app.command()
 @run
-async def card(url: str = typer.Argument(..., help="Agent URL or card URL."), as_json: bool = JsonOpt) -> None:
-    """Show an agent's card."""
-    async with await A2AClient.connect(url, headers=dict(CREDENTIALS) or None) as client:
+async def card(url: str = typer.Argument(..., help="Agent URL or card URL."), as_json: bool = JsonOpt,
+               verify: str | None = typer.Option(None, "--verify", metavar="JWKS",
+                                                 help="Require the card to be signed by a key of this JWKS (a file, "
+                                                      "or an http(s) URL you trust; never the card's own jku).")
+               ) -> None:
+    """Show an agent's card (with --verify, only once its signature checks out)."""
+    from parley.client.card_trust import CardTrust
+
+    trust = await CardTrust.load(verify) if verify else None
+    async with await A2AClient.connect(url, headers=dict(CREDENTIALS) or None, verify=trust) as client:
         c = client.card
         assert c is not None
         if as_json:
             print_json(c)
             return
         out.print(f"[bold]{c.name}[/] {c.version}  — {c.description}", highlight=False)
+        if trust is not None:
+            out.print("  signature: verified with a trusted key", highlight=False)
         shown: set[tuple[str, str, str]] = set()
         for i in c.supported_interfaces:  # a 0.3 card repeats its main interface among the additional ones
             if (i.protocol_binding, i.protocol_version, i.url) not in shown:
@@ -1003,16 +1069,18 @@ async def chat(url: str = typer.Argument(..., help="Agent URL."), version: str |
 
 @app.command()
 @run
-async def agents(url: str = typer.Argument(..., help="Parley server base URL."), as_json: bool = JsonOpt) -> None:
-    """List the agents a Parley server hosts."""
-    resp = await _get_agents(url)
-    if resp.status_code != 200:
-        raise ClientError(f"GET {url}/agents answered HTTP {resp.status_code}")
-    data = resp.json()
+async def agents(url: str = typer.Argument(..., help="Server base URL."), as_json: bool = JsonOpt) -> None:
+    """List the agents a server hosts: its AI Catalog (/.well-known/ai-catalog.json), else Parley's GET /agents."""
+    import httpx
+
+    from parley.client.discovery import hosted_agents
+
+    async with httpx.AsyncClient(timeout=30, headers=dict(CREDENTIALS) or None) as http:
+        cards, source = await hosted_agents(http, url)
     if as_json:
-        emit_json(data)
+        emit_json({"agents": cards, "source": source})
         return
-    for c in data.get("agents", []):
+    for c in cards:
         out.print(f"[bold]{c['name']}[/]  {c['supportedInterfaces'][0]['url']}  — {c['description']}", highlight=False)
 
 

@@ -19,6 +19,8 @@ import logging
 import time
 from collections.abc import Mapping
 
+import msgspec
+
 from parley.agents.base import Agent
 from parley.backends import Backends
 from parley.hub.delegation import Delegator
@@ -28,7 +30,8 @@ from parley.security.keys import KeyStore
 from parley.security.ratelimit import Limiter
 from parley.security.setup import Security
 from parley.server.access import Authenticator, Authorizer, Principal, RateLimiter
-from parley.server.cards import Cards
+from parley.server.card_signing import JWKS_PATH, CardSigner, signature
+from parley.server.cards import Cards, card_v1
 from parley.server.local import LocalAgents
 from parley.server.pipeline import Pipeline
 from parley.server.service import A2AService
@@ -80,6 +83,7 @@ class Runtime:
         self.bus = bus or self.backends.bus()
         self.backends.link(self.store, self.bus)
         self.cards = Cards(agents, self.settings)
+        self.card_signer = CardSigner(self.backends.card_keys())  # signs every well-known card (A2A 1.0 §8.4)
         # Delegations to this server's own agents run in process, through the pipeline built below.
         self.local = LocalAgents(lambda: self.pipeline, agents, self.default_agent, self.cards, self._base_urls)
         self.delegator = Delegator(self_url=self.settings.reachable_self_url, local=self.local)
@@ -128,6 +132,8 @@ class Runtime:
         await self.store.open()
         await self.bus.start()
         await self.keys.open()
+        await self.card_signer.keys.open()
+        await self.card_signer.active()  # the card key is made on the first start
         if self.push is not None:
             await self.push.open()
         self._loop = asyncio.get_running_loop()
@@ -197,6 +203,7 @@ class Runtime:
         finally:
             await self.bus.close()
             await self.store.close()
+            await self.card_signer.keys.close()
             await self.security.close()
             if self.keys is not None:
                 await self.keys.close()
@@ -219,15 +226,26 @@ class Runtime:
         return checks
 
     async def public_card(self, agent_id: str, agent_url: str) -> m.AgentCard:
-        """The card anyone may read, declaring the security that is enforced."""
-        return self.cards.card(agent_id, agent_url, await self.security.card_security())
+        """The card anyone may read, declaring the security that is enforced (signed: docs/cards.md)."""
+        return await self._signed(self.cards.card(agent_id, agent_url, await self.security.card_security()),
+                                  agent_id, agent_url)
 
     async def extended_card(self, agent_id: str, agent_url: str, principal: Principal) -> m.AgentCard | None:
         """The authenticated extended card: the skills this caller may use; None while the server is open."""
         security = await self.security.card_security()
         if security is None:
             return None
-        return self.cards.card(agent_id, agent_url, security, self.security.visible_skills(agent_id, principal))
+        return await self._signed(
+            self.cards.card(agent_id, agent_url, security, self.security.visible_skills(agent_id, principal)),
+            agent_id, agent_url)
+
+    async def _signed(self, card: m.AgentCard, agent_id: str, agent_url: str) -> m.AgentCard:
+        """`card` with a signature by the card key, its `jku` below the base URL of `agent_url` (A2A 1.0 §8.4)."""
+        if not agent_url:
+            return card
+        base = agent_url.removesuffix(f"/a2a/{agent_id}").rstrip("/")
+        sig = signature(card_v1(card), await self.card_signer.active(), base + JWKS_PATH)
+        return msgspec.structs.replace(card, signatures=[sig])
 
     def _issuer(self) -> str:
         """This server's public base URL: the `iss` of its notification signatures."""

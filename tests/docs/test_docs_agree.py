@@ -23,7 +23,8 @@ from docblocks import DOCUMENTS, REPO
 PARLEY = [str(Path(sys.executable).parent / "parley")]  # the command the venv installed
 FENCE = re.compile(r"^```")
 INLINE = re.compile(r"`((?:\.venv/bin/)?parley [^`]+)`")
-GROUPS = {"tasks", "keys", "push"}  # commands with subcommands
+GROUPS = {"tasks", "keys", "push", "cards"}  # commands with subcommands
+SUBGROUPS = {("cards", "keys")}  # subcommands with subcommands of their own
 
 
 def command_lines() -> list[tuple[str, str]]:
@@ -78,6 +79,8 @@ def words_of(line: str) -> tuple[list[str], list[str]]:
     command = [argv[0]]
     if argv[0] in GROUPS and len(argv) > 1 and re.fullmatch(r"[a-z][a-z-]*", argv[1]):
         command.append(argv[1])
+        if tuple(command) in SUBGROUPS and len(argv) > 2 and re.fullmatch(r"[a-z][a-z-]*", argv[2]):
+            command.append(argv[2])
     options = [a.split("=", 1)[0] for a in argv if re.fullmatch(r"--[a-z][a-z-]*(=.*)?", a)]
     return command, options + global_options
 

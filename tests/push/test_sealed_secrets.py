@@ -264,6 +264,28 @@ async def test_a_sealed_signing_key_copied_to_another_kid_does_not_open(tmp_path
         await keys.close()
 
 
+async def test_a_card_signing_key_copied_into_the_push_keys_does_not_open(tmp_path: Path):
+    """The agent-card keys (table card_signing_keys) are sealed for their purpose as well as their kid: a card
+    key's row copied, kid and all, into the push-signing table does not open there (nor the reverse)."""
+    from parley.push.secrets import SecretBox, SecretError
+    from parley.push.signing import SqliteSigningKeys
+
+    box = SecretBox(Fernet.generate_key())
+    db = str(tmp_path / "keys.db")
+    cards = SqliteSigningKeys(db, seal=box.seal_card_key, open_=box.open_card_key, table="card_signing_keys")
+    pushes = SqliteSigningKeys(db, seal=box.seal_key, open_=box.open_key)
+    try:
+        card_key = await cards.active(now=1_700_000_000.0)
+        with sqlite3.connect(db) as conn:
+            conn.execute("INSERT INTO push_signing_keys SELECT * FROM card_signing_keys")
+        with pytest.raises(SecretError):
+            await pushes.published(3600.0, now=1_700_000_001.0)
+        assert (await cards.active()).private_pem == card_key.private_pem  # where it belongs, it opens
+    finally:
+        await cards.close()
+        await pushes.close()
+
+
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
 def test_a_retried_send_seals_its_webhook_for_the_task_it_went_to(backend, start_server, hooks, sealing,
                                                                   tmp_path: Path):

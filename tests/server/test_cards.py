@@ -100,12 +100,14 @@ def test_card_for_v1_is_the_agents_card_without_legacy_fields(card_paths, which)
     assert r.headers["content-type"].startswith("application/json")
     card = r.json()
     assert not (LEGACY_FIELDS & set(card)), LEGACY_FIELDS & set(card)
+    assert len(card.pop("signatures")) == 1  # signed (tests/cards/test_signed_cards.py checks the signature)
     assert card == expected_v1_card(agent, endpoint)
 
 
 def test_card_for_v1_via_query_parameter(card_paths):
     url, endpoint, agent = card_paths["root"]
     card = _get(url + "?A2A-Version=1.0").json()
+    assert len(card.pop("signatures")) == 1  # signed (tests/cards/test_signed_cards.py checks the signature)
     assert card == expected_v1_card(agent, endpoint)
 
 

@@ -7,7 +7,7 @@ any A2A server.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -16,6 +16,9 @@ from parley.protocol import models as m
 from parley.protocol.codec import from_wire
 from parley.protocol.errors import A2AError
 from parley.protocol.v0_3_cards import security_from_v03
+
+if TYPE_CHECKING:
+    from parley.client.card_trust import CardTrust
 
 WELL_KNOWN = "/.well-known/agent-card.json"
 
@@ -115,8 +118,9 @@ def select_interface(card: m.AgentCard, prefer_version: str | None = None,
     return usable[0]
 
 
-async def fetch_card(http: httpx.AsyncClient, url: str) -> m.AgentCard:
-    """GET and parse the card for `url` (asks for the 1.0 card)."""
+async def fetch_card(http: httpx.AsyncClient, url: str, trust: CardTrust | None = None) -> m.AgentCard:
+    """GET and parse the card for `url` (asks for the 1.0 card); with `trust`, its signature must be by a
+    trusted key (CardVerificationError otherwise)."""
     target = card_url_for(url)
     try:
         resp = await http.get(target, headers={"A2A-Version": "1.0"})
@@ -130,6 +134,10 @@ async def fetch_card(http: httpx.AsyncClient, url: str) -> m.AgentCard:
         kind = resp.headers.get("content-type", "").split(";")[0].strip() or "no content type"
         raise ClientError(f"GET {target} did not return an agent card but {kind} "
                           f"({len(resp.content)} bytes, not JSON)") from None
+    if trust is not None:
+        if not isinstance(data, dict):
+            raise ClientError(f"GET {target}: the agent card is not a JSON object")
+        trust.check(data)
     try:
         return normalise_card(data)
     except ClientError as exc:

@@ -21,6 +21,7 @@ import httpx
 
 from parley.client import transports
 from parley.client.card import fetch_card, select_interface
+from parley.client.card_trust import CardTrust
 from parley.client.errors import ClientError
 from parley.client.jsonrpc import StreamItem
 from parley.client.transports import Transport
@@ -71,16 +72,19 @@ class A2AClient:
     @classmethod
     async def connect(cls, url: str, *, version: str | None = None, bindings: list[str] | None = None,
                       headers: dict[str, str] | None = None, http: httpx.AsyncClient | None = None,
-                      timeout: httpx.Timeout | float = DEFAULT_TIMEOUT) -> A2AClient:
+                      timeout: httpx.Timeout | float = DEFAULT_TIMEOUT,
+                      verify: CardTrust | None = None) -> A2AClient:
         """Resolve the card at `url` and build a client for its best interface.
 
         `version` ("1.0" or "0.3") forces a protocol version the card offers;
-        `bindings` (e.g. ["HTTP+JSON", "JSONRPC"]) restricts and orders the bindings.
+        `bindings` (e.g. ["HTTP+JSON", "JSONRPC"]) restricts and orders the bindings;
+        `verify` (the keys you trust: parley.client.card_trust.CardTrust) requires the card to be signed
+        by one of them (CardVerificationError: unsigned, invalid, or signed by a key you do not trust).
         """
         owns = http is None
         http = http or httpx.AsyncClient(headers=headers, timeout=timeout)
         try:
-            card = await fetch_card(http, url)
+            card = await fetch_card(http, url, verify)
             iface = select_interface(card, version, bindings)
         except BaseException:
             if owns:

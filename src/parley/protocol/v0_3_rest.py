@@ -660,7 +660,8 @@ def encode_card(card: m.AgentCard) -> dict[str, Any]:
         "skills": [],
         "supportsAuthenticatedExtendedCard": bool(card.capabilities.extended_agent_card),
     }
-    for key in ("provider", "documentationUrl", "securitySchemes", "securityRequirements", "signatures", "iconUrl"):
+    # no `signatures`: they cover the 1.0 form (docs/cards.md), which a pure 0.3 card does not carry
+    for key in ("provider", "documentationUrl", "securitySchemes", "securityRequirements", "iconUrl"):
         if key in data:
             out[key] = data[key]
     out["skills"] = data["skills"]

@@ -31,7 +31,6 @@ STEPS = [
     """,
 ]
 KEYS_LOCK = 0x70617273  # pg_advisory_xact_lock key of making and rotating signing keys ("pars")
-_SELECT = "SELECT kid, private_pem, created_at, retired_at FROM push_signing_keys"
 
 
 class PostgresSigningKeys(PostgresTables, SigningKeys):
@@ -49,16 +48,21 @@ class PostgresSigningKeys(PostgresTables, SigningKeys):
         self.attach(postgres)
 
     component, steps = COMPONENT, STEPS
+    table = "push_signing_keys"  # a subclass with its own table sets component, steps and table
+
+    @property
+    def _select(self) -> str:
+        return f"SELECT kid, private_pem, created_at, retired_at FROM {self.table}"
 
     async def active(self, now: float | None = None) -> SigningKey:
         """The key that signs now; the first replica to need one makes it, under the keys' lock."""
-        row = await self.pool.fetchrow(f"{_SELECT} WHERE retired_at IS NULL")
+        row = await self.pool.fetchrow(f"{self._select} WHERE retired_at IS NULL")
         if row is not None:
             return self._key(row)
         now = time.time() if now is None else now
         async with self._lock, self.pool.acquire() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock($1)", KEYS_LOCK)
-            row = await conn.fetchrow(f"{_SELECT} WHERE retired_at IS NULL")
+            row = await conn.fetchrow(f"{self._select} WHERE retired_at IS NULL")
             if row is not None:  # another replica (or task) made it meanwhile
                 return self._key(row)
             key = new_key(now)
@@ -70,23 +74,23 @@ class PostgresSigningKeys(PostgresTables, SigningKeys):
         now = time.time() if now is None else now
         async with self._lock, self.pool.acquire() as conn, conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock($1)", KEYS_LOCK)
-            await conn.execute("UPDATE push_signing_keys SET retired_at=$1 WHERE retired_at IS NULL", now)
+            await conn.execute(f"UPDATE {self.table} SET retired_at=$1 WHERE retired_at IS NULL", now)
             key = new_key(now)
             await self._insert(conn, key)
             return key
 
     async def _all(self) -> list[SigningKey]:
-        return [self._key(row) for row in await self.pool.fetch(_SELECT)]
+        return [self._key(row) for row in await self.pool.fetch(self._select)]
 
     async def _put(self, key: SigningKey) -> None:
         await self.pool.execute(
-            "INSERT INTO push_signing_keys (kid, private_pem, created_at, retired_at) VALUES ($1,$2,$3,$4) "
+            f"INSERT INTO {self.table} (kid, private_pem, created_at, retired_at) VALUES ($1,$2,$3,$4) "
             "ON CONFLICT (kid) DO UPDATE SET private_pem=EXCLUDED.private_pem, created_at=EXCLUDED.created_at, "
             "retired_at=EXCLUDED.retired_at",
             key.kid, self._seal(key.kid, key.private_pem), key.created_at, key.retired_at)
 
     async def _insert(self, conn: Any, key: SigningKey) -> None:
-        await conn.execute("INSERT INTO push_signing_keys (kid, private_pem, created_at, retired_at) "
+        await conn.execute(f"INSERT INTO {self.table} (kid, private_pem, created_at, retired_at) "
                            "VALUES ($1,$2,$3,$4)", key.kid, self._seal(key.kid, key.private_pem), key.created_at, key.retired_at)
 
     def _key(self, row: Any) -> SigningKey:
@@ -94,3 +98,26 @@ class PostgresSigningKeys(PostgresTables, SigningKeys):
 
 
 __all__ = ["COMPONENT", "KEYS_LOCK", "STEPS", "PostgresSigningKeys"]
+
+
+CARD_COMPONENT = "card_signing_keys"
+CARD_STEPS = [
+    """
+    CREATE TABLE card_signing_keys (
+        kid TEXT PRIMARY KEY,
+        private_pem TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        retired_at DOUBLE PRECISION
+    );
+    CREATE UNIQUE INDEX card_signing_keys_one_active ON card_signing_keys ((true)) WHERE retired_at IS NULL;
+    """,
+]
+
+
+class PostgresCardKeys(PostgresSigningKeys):
+    """The agent-card signing keys (parley.server.card_signing) in PostgreSQL: every replica signs with one key."""
+
+    component, steps, table = CARD_COMPONENT, CARD_STEPS, "card_signing_keys"
+
+
+__all__ += ["CARD_COMPONENT", "CARD_STEPS", "PostgresCardKeys"]

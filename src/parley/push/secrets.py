@@ -98,9 +98,10 @@ class Binding:
         return f"parley-push-config\0{self.task_id}\0{self.config_id}\0{self.owner}\0{field}".encode()
 
 
-def signing_key_context(kid: str) -> bytes:
-    """The associated data of a push-signing private key: its kid (a config's secret never opens as one)."""
-    return f"parley-push-signing-key\0{kid}".encode()
+def signing_key_context(kid: str, purpose: str = "push") -> bytes:
+    """The associated data of a signing private key: what it signs ("push" notifications, agent "card"s) and
+    its kid (a config's secret never opens as one, nor a card key as a push key)."""
+    return f"parley-{purpose}-signing-key\0{kid}".encode()
 
 
 class SecretBox:
@@ -179,13 +180,21 @@ class SecretBox:
             return opened
         return value  # stored as given by an older Parley with no key
 
-    def seal_key(self, kid: str, private_pem: str) -> str:
-        """A push-signing private key as stored: sealed, bound to its kid."""
-        return self.seal_text(private_pem, signing_key_context(kid))
+    def seal_key(self, kid: str, private_pem: str, purpose: str = "push") -> str:
+        """A signing private key as stored: sealed, bound to its kid and its purpose ("push" or "card")."""
+        return self.seal_text(private_pem, signing_key_context(kid, purpose))
 
-    def open_key(self, kid: str, stored: str) -> str:
-        """A stored push-signing private key readable again (SecretError when it is not this kid's)."""
-        return self.open_text(stored, signing_key_context(kid))
+    def open_key(self, kid: str, stored: str, purpose: str = "push") -> str:
+        """A stored signing private key readable again (SecretError when it is not this kid's, for this purpose)."""
+        return self.open_text(stored, signing_key_context(kid, purpose))
+
+    def seal_card_key(self, kid: str, private_pem: str) -> str:
+        """An agent-card signing key as stored (:meth:`seal_key` for cards)."""
+        return self.seal_key(kid, private_pem, "card")
+
+    def open_card_key(self, kid: str, stored: str) -> str:
+        """A stored agent-card signing key readable again."""
+        return self.open_key(kid, stored, "card")
 
     @staticmethod
     def _map(config: m.TaskPushNotificationConfig, fn) -> m.TaskPushNotificationConfig:

@@ -133,21 +133,25 @@ class MemorySigningKeys(SigningKeys):
 
 
 class SqliteSigningKeys(SigningKeys):
-    """Keys in the task database's file (table `push_signing_keys`), private keys sealed."""
+    """Keys in the task database's file (table `push_signing_keys`, or `table`: the card keys have their own),
+    private keys sealed."""
 
-    def __init__(self, path: str, seal: KeySealer | None = None, open_: KeySealer | None = None) -> None:
+    def __init__(self, path: str, seal: KeySealer | None = None, open_: KeySealer | None = None, *, table: str = "push_signing_keys") -> None:
         super().__init__(seal, open_)
+        if not table.isidentifier():
+            raise ValueError(f"not a table name: {table!r}")
+        self.table = table
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.execute("CREATE TABLE IF NOT EXISTS push_signing_keys (kid TEXT PRIMARY KEY, private_pem TEXT "
+        self._db.execute(f"CREATE TABLE IF NOT EXISTS {table} (kid TEXT PRIMARY KEY, private_pem TEXT "
                          "NOT NULL, created_at REAL NOT NULL, retired_at REAL)")
 
     async def _all(self) -> list[SigningKey]:
-        rows = self._db.execute("SELECT kid, private_pem, created_at, retired_at FROM push_signing_keys").fetchall()
+        rows = self._db.execute(f"SELECT kid, private_pem, created_at, retired_at FROM {self.table}").fetchall()
         return [SigningKey(kid, self._open(kid, pem), created, retired) for kid, pem, created, retired in rows]
 
     async def _put(self, key: SigningKey) -> None:
-        self._db.execute("INSERT OR REPLACE INTO push_signing_keys VALUES (?,?,?,?)",
+        self._db.execute(f"INSERT OR REPLACE INTO {self.table} VALUES (?,?,?,?)",
                          (key.kid, self._seal(key.kid, key.private_pem), key.created_at, key.retired_at))
 
     async def close(self) -> None:

@@ -9,6 +9,8 @@
     GET  /a2a/{agent_id}/tasks/{id}/trace    delegation tree of a task (and /tasks/{id}/trace)
     GET  /a2a/{agent_id}/tasks/{id}/pushLog  push deliveries of a task (and /tasks/{id}/pushLog)
     GET  /.well-known/jwks.json              the keys push notifications are signed with
+    GET  /.well-known/agent-card-jwks.json   the keys the cards are signed with (A2A 1.0 §8.4)
+    GET  /.well-known/ai-catalog.json        every hosted agent's card (AI Catalog)
     GET  /agents                             the cards of all hosted agents
     GET  /healthz                            liveness
     GET  /readyz                             readiness (store and bus reachable; 503 says which part is not)
@@ -40,6 +42,8 @@ from parley.protocol.errors import A2AError, InvalidParamsError, MethodNotFoundE
 from parley.protocol.operations import Operation
 from parley.runtime import Runtime
 from parley.server.admin import AdminApi
+from parley.server.ai_catalog import CATALOG_MEDIA_TYPE, CATALOG_PATH, catalog, link_header
+from parley.server.card_signing import JWKS_PATH
 from parley.server.cards import CardDocument, card_v1
 from parley.server.edge import EdgeGuard, clip
 from parley.server.http import credentials_of
@@ -58,7 +62,7 @@ log = logging.getLogger("parley.server")
 CARD_MAX_AGE = 300
 REST_VERBS = ["GET", "POST", "DELETE", "PUT", "PATCH"]
 CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
-PUBLIC_PATHS = frozenset({*CARD_PATHS, "/healthz", "/readyz", "/.well-known/jwks.json"})
+PUBLIC_PATHS = frozenset({*CARD_PATHS, "/healthz", "/readyz", "/.well-known/jwks.json", JWKS_PATH, CATALOG_PATH})
 
 
 class HttpServer:
@@ -166,8 +170,25 @@ class HttpServer:
 
     async def _card(self, request: Request, agent_id: str, url: str) -> Response:
         security = await self.runtime.security.card_security()
-        doc = self.runtime.cards.document(agent_id, url, v1=_wants_v1(request), security=security)
-        return _card_response(request, doc)
+        base = base_url(request, self.settings)
+        doc = self.runtime.cards.document(agent_id, url, v1=_wants_v1(request), security=security,
+                                          signing_key=await self.runtime.card_signer.active(),
+                                          jku=base + JWKS_PATH)
+        return _card_response(request, doc, link=link_header(base))
+
+    async def card_jwks(self, request: Request) -> Response:
+        """GET /.well-known/agent-card-jwks.json: the public keys the cards are signed with (their `jku`)."""
+        keys = await self.runtime.card_signer.jwks()
+        return JSONResponse(keys, headers={"Cache-Control": "public, max-age=300"})
+
+    async def ai_catalog(self, request: Request) -> Response:
+        """GET /.well-known/ai-catalog.json: an entry per hosted agent pointing at its public card."""
+        base = base_url(request, self.settings)
+        cards = {agent_id: await self.runtime.public_card(agent_id, self.agent_url(request, agent_id))
+                 for agent_id in self.runtime.agents}
+        body = catalog(base, self.runtime.default_agent, cards, self.runtime.cards.modified_at)
+        return Response(dumps(body), media_type=CATALOG_MEDIA_TYPE,
+                        headers={"Cache-Control": f"public, max-age={CARD_MAX_AGE}"})
 
     async def list_agents(self, request: Request) -> Response:
         cards = [card_v1(await self.runtime.public_card(agent_id, self.agent_url(request, agent_id)))
@@ -281,12 +302,13 @@ def _wants_v1(request: Request) -> bool:
     return head.isdigit() and int(head) >= 1
 
 
-def _card_response(request: Request, doc: CardDocument) -> Response:
+def _card_response(request: Request, doc: CardDocument, *, link: str | None = None) -> Response:
     headers = {
         "ETag": doc.etag,
         "Last-Modified": doc.last_modified,
         "Cache-Control": f"public, max-age={CARD_MAX_AGE}",
         "Vary": "A2A-Version",
+        **({"Link": link} if link else {}),
     }
     if _not_modified(request, doc):
         return Response(status_code=304, headers=headers)
@@ -328,6 +350,8 @@ def create_app(runtime: Runtime) -> Starlette:
         Route("/tasks/{task_id}/pushLog", server.push_log, methods=["GET"]),
         Route("/a2a/{agent_id}/tasks/{task_id}/pushLog", server.push_log, methods=["GET"]),
         Route("/.well-known/jwks.json", server.jwks, methods=["GET"]),
+        Route(JWKS_PATH, server.card_jwks, methods=["GET"]),
+        Route(CATALOG_PATH, server.ai_catalog, methods=["GET"]),
         Route("/a2a/{agent_id}/tasks/{task_id}/trace", server.trace, methods=["GET"]),
         *(server.dashboard.routes() if server.dashboard is not None else []),
         Route("/a2a/{agent_id}/{rest:path}", server.rest_agent, methods=REST_VERBS),

@@ -25,6 +25,8 @@ from parley.agents.base import Agent
 from parley.protocol import models as m
 from parley.protocol.codec import dumps, to_wire
 from parley.protocol.v0_3_cards import security_to_v03
+from parley.push.signing import SigningKey
+from parley.server.card_signing import signature
 from parley.settings import CardOptions, Settings
 
 if TYPE_CHECKING:
@@ -151,15 +153,23 @@ class Cards:
                           skills=skills)
 
     def document(self, agent_id: str, agent_url: str, *, v1: bool,
-                 security: CardSecurity | None = None) -> CardDocument:
-        """The serialised card: pure 1.0 (`v1`), or with the 0.3 connection fields."""
-        key = (agent_id, agent_url, v1, security.requirements if security is not None else None)
+                 security: CardSecurity | None = None, signing_key: SigningKey | None = None,
+                 jku: str = "") -> CardDocument:
+        """The serialised card: pure 1.0 (`v1`), or with the 0.3 connection fields; signed with `signing_key`
+        (its JWKS at `jku`) over the 1.0 form in both cases, which is what an SDK rebuilds from either."""
+        kid = signing_key.kid if signing_key is not None else None
+        key = (agent_id, agent_url, v1, security.requirements if security is not None else None, kid, jku)
         doc = self._documents.get(key)
         if doc is not None:
             self._documents.move_to_end(key)
             return doc
         card = self.card(agent_id, agent_url, security)
-        doc = document(card_v1(card) if v1 else card_v03(card), self.modified_at)
+        data = card_v1(card) if v1 else card_v03(card)
+        modified = self.modified_at
+        if signing_key is not None:
+            data["signatures"] = [signature(card_v1(card), signing_key, jku)]
+            modified = max(modified, signing_key.retired_at or signing_key.created_at)
+        doc = document(data, modified)
         self._documents[key] = doc
         while len(self._documents) > self.cache_size:
             self._documents.popitem(last=False)

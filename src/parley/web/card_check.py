@@ -6,6 +6,8 @@ JSON is parsed by protobuf's ProtoJSON parser into the generated `lf.a2a.v1.Agen
 wrong types fail) and every field the proto marks `REQUIRED` (google.api.field_behavior) is checked, at any
 depth. Without it, Parley's own model of the same message decodes it (types and required fields).
 
+Signature: the card as served (A2A 1.0 §8.4) checked against the server's own card keys.
+
 0.3: the card a client without `A2A-Version` gets (url, preferredTransport, protocolVersion added), checked
 against the `required` lists and types of the 0.3 JSON schema (`specification/json/a2a.json`, AgentCard,
 AgentSkill, AgentInterface, AgentCapabilities).
@@ -169,4 +171,15 @@ def _json_type(kind: type) -> str:
     return {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}[kind]
 
 
-__all__ = ["Check", "check_v03", "check_v1"]
+def check_signature(card: dict[str, Any], jwks: dict[str, Any]) -> list[Check]:
+    """The served card's signatures (A2A 1.0 §8.4) checked against `jwks`: the server's own card keys."""
+    from parley.protocol.card_signature import CardSignatureError, verify
+
+    try:
+        kid = verify(card, jwks)
+    except CardSignatureError as exc:
+        return [Check(False, f"signature: {exc}")]
+    return [Check(True, f"signature verifies (JWS over the RFC 8785 form, key {kid} of this server's card JWKS)")]
+
+
+__all__ = ["Check", "check_signature", "check_v03", "check_v1"]

@@ -22,6 +22,7 @@ open (development mode): everyone is let in, and every page says so.
 from __future__ import annotations
 
 import functools
+import json
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -45,13 +46,14 @@ from parley.security.failures import client_address
 from parley.security.keys import ANY_AGENT
 from parley.server.access import ANONYMOUS, Access, Credentials, Principal
 from parley.server.admin import issue_key, key_json
+from parley.server.card_signing import JWKS_PATH
 from parley.server.cards import card_v03, card_v1
 from parley.server.http import EventStreamResponse, sse_frame
 from parley.server.loopback import loopback_host
 from parley.server.urls import agent_url, base_url
 from parley.tasks.store import MAX_PAGE_SIZE, TaskQuery, TaskRecord, decode_cursor, encode_cursor
 from parley.web import oidc
-from parley.web.card_check import check_v03, check_v1
+from parley.web.card_check import check_signature, check_v03, check_v1
 from parley.web.examples import examples
 from parley.web.feed import IDLE, ChangeFeed
 from parley.web.render import STATIC, environment, pretty_json, state_label
@@ -362,9 +364,14 @@ class Dashboard:
         summary = self._agent_summary(agent_id, base)
         card = await self.runtime.public_card(agent_id, summary["url"])
         v1, v03 = card_v1(card), card_v03(card)
+        served = self.runtime.cards.document(agent_id, summary["url"], v1=True,
+                                             security=await self.runtime.security.card_security(),
+                                             signing_key=await self.runtime.card_signer.active(),
+                                             jku=base + JWKS_PATH)
+        signed = check_signature(json.loads(served.body), await self.runtime.card_signer.jwks())
         secured = not viewer.open
         return self._page(request, viewer, "agent.html", agent=summary, card=card, card_v1=v1, card_v03=v03,
-                          check_v1=check_v1(v1), check_v03=check_v03(v03),
+                          check_v1=check_v1(v1) + signed, check_v03=check_v03(v03),
                           examples=examples(summary["url"], secured=secured), hub=_hub_map(self.runtime),
                           chat_url=f"{self.root}/a2a/{agent_id}")
 
