@@ -2,11 +2,12 @@
 
     python bench/disk_per_token.py                        # 8 streams x 400 tokens, then 1 stream x 400 tokens
     python bench/disk_per_token.py --streams 100 --tokens 200
+    python bench/disk_per_token.py --streams 1 --gap 3 --once  # each token a transaction of its own
 
 Sends `--streams` concurrent `SendStreamingMessage` requests to a Parley app (called as ASGI, no sockets) on a
-fresh SQLite file; each agent yields `--tokens` tokens of 5 characters, one per event-loop turn, in lockstep (so
-the store's group commit gets one commit of each stream per turn: its best case), and then the same with one
-stream (one commit per transaction: its worst case). The WAL checkpointer is held off while the streams run, so
+fresh SQLite file; each agent yields `--tokens` tokens of 5 characters, `--gap` event-loop turns apart, in
+lockstep (so the store's group commit gets one commit of each stream per turn: its best case), and then the same
+with one stream (one commit per transaction: its worst case; with `--gap 3` each token is a commit of its own). The WAL checkpointer is held off while the streams run, so
 that nothing depends on the clock: the WAL then holds every frame the commits wrote, and the script reads its
 frame headers. Reported per token:
 
@@ -72,26 +73,27 @@ def page_owners(db: Path) -> dict[int, str]:
         con.close()
 
 
-def make_app(db: str, tokens: int, streams: int) -> Any:
-    """A Parley app whose agent yields `tokens` tokens, one per loop turn."""
+def make_app(db: str, tokens: int, gap: int) -> Any:
+    """A Parley app whose agent yields `tokens` tokens, `gap` loop turns apart."""
     from parley import Parley
     from parley.agents.base import FunctionAgent
 
     async def streamer(ctx: Any) -> Any:
         for i in range(tokens):
             yield TOKEN.format(i % 1000)
-            await asyncio.sleep(0)
+            for _ in range(gap):
+                await asyncio.sleep(0)
 
     app = Parley()
     app.add_agent(FunctionAgent(streamer, id="streamer", name="Streamer"))
     return app.asgi(app.settings.merged(db=db))
 
 
-async def run(db: Path, streams: int, tokens: int) -> dict[str, Any]:
+async def run(db: Path, streams: int, tokens: int, gap: int = 1) -> dict[str, Any]:
     """Stream `streams` x `tokens` tokens into a fresh database at `db`; what the WAL and the kernel counted."""
     import app_cost
 
-    asgi = make_app(str(db), tokens, streams)
+    asgi = make_app(str(db), tokens, gap)
     answers: list[bytes] = []
     async with app_cost.lifespan(asgi):
         wal = Path(str(db) + "-wal")
@@ -131,14 +133,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--streams", type=int, default=8)
     ap.add_argument("--tokens", type=int, default=400)
+    ap.add_argument("--gap", type=int, default=1,
+                    help="loop turns between a stream's tokens (1: two tokens often share a commit; 3: each "
+                         "token is a commit of its own, as with an LLM's tokens 50 ms apart)")
+    ap.add_argument("--page-size", type=int, default=None,
+                    help="the page size of the new database (default: the store's, sqlite_store.PAGE_SIZE)")
+    ap.add_argument("--once", action="store_true", help="only the --streams run, not the one-stream run after it")
     args = ap.parse_args()
     from parley.tasks import sqlite_store
 
     # no checkpoint while the streams run (see the docstring): the WAL keeps every frame, nothing depends on time
     sqlite_store.SqliteTaskStore.__init__.__kwdefaults__["wal_checkpoint_seconds"] = 3600.0
-    for streams in dict.fromkeys((args.streams, 1)):
+    if args.page_size is not None:  # to compare: --page-size 4096 is what the store used before schema 9
+        sqlite_store.PAGE_SIZE = args.page_size
+    for streams in dict.fromkeys((args.streams,) if args.once else (args.streams, 1)):
         with tempfile.TemporaryDirectory(dir=HERE.parent) as tmp:  # a real disk, not a tmpfs
-            out = asyncio.run(run(Path(tmp) / "t.db", streams, args.tokens))
+            out = asyncio.run(run(Path(tmp) / "t.db", streams, args.tokens, args.gap))
         report(streams, args.tokens, out)
 
 
