@@ -17,7 +17,7 @@ from pathlib import Path
 
 from parley.protocol import models as m
 from parley.tasks.log import Entry
-from parley.tasks.sqlite_store import SqliteTaskStore, WalCheckpointer
+from parley.tasks.sqlite_store import PAGE_SIZE, SqliteTaskStore, WalCheckpointer
 from parley.tasks.store import Retention, TaskRecord
 
 LIMIT = 2 * 1024 * 1024  # a commit here writes about 40 KB of WAL pages
@@ -85,13 +85,15 @@ async def test_a_wal_file_in_steady_use_is_reused_not_cut_back(tmp_path: Path) -
 async def test_a_wal_past_its_limit_starts_over_is_emptied_when_idle_and_nothing_is_lost(tmp_path: Path) -> None:
     path = tmp_path / "t.db"
     async with driven(path) as (store, checkpointer, side):
-        await write(store, 0, 150)  # writes the checkpoints did not keep up with: a burst past twice the limit
-        assert wal_size(path) > 2 * LIMIT
+        n = 0
+        while wal_size(path) <= 2 * LIMIT:  # writes the checkpoints did not keep up with: a burst past twice the limit
+            await write(store, n, 1)
+            n += 1
         checkpointer.round(side)  # past the limit: started over although the writer is busy ...
         assert (checkpointer.restarts, checkpointer.truncations) == (1, 0)
-        await write(store, 150, 10)  # ... so these are written from the WAL's start, the file cut to twice the limit
+        await write(store, n, 10)  # ... so these are written from the WAL's start, the file cut to twice the limit
         assert wal_size(path) == 2 * LIMIT
-        assert frames_in_wal(side) * 4120 < LIMIT // 4  # ten commits' frames, at the start of the file
+        assert frames_in_wal(side) * (PAGE_SIZE + 24) < LIMIT // 4  # ten commits' frames, at the start of the file
         checkpointer.round(side)  # the writer wrote and the WAL holds less than its limit: left as it is ...
         assert wal_size(path) == 2 * LIMIT
         assert (checkpointer.restarts, checkpointer.truncations) == (1, 0)
@@ -99,9 +101,10 @@ async def test_a_wal_past_its_limit_starts_over_is_emptied_when_idle_and_nothing
         assert (wal_size(path), checkpointer.restarts, checkpointer.truncations) == (0, 1, 1)
     reopened = SqliteTaskStore(path)
     try:
-        got = [await reopened.get(f"t{i}") for i in (0, 50, 149, 159)]
+        ids = (0, n // 2, n - 1, n + 9)
+        got = [await reopened.get(f"t{i}") for i in ids]
         assert [g.task.history[0].parts[0].text.split(" x")[0] if g and g.task.history else None for g in got] == [
-            "task 0", "task 50", "task 149", "task 159"]
+            f"task {i}" for i in ids]
     finally:
         await reopened.close()
 

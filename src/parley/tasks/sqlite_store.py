@@ -232,6 +232,13 @@ _BATCH = 500  # ids per statement (SQLite's parameter limit is 999 on old builds
 # loop turn, a migrated log) is several rows, so that a reader paging through a log (follow.PAGE) never decodes
 # much more than the page it asked for.
 ROW_ENTRIES = 256
+# The page size of a new database file. A commit writes every page it touches to the WAL whole (and a checkpoint
+# writes it again): a streamed token's commit touches about five pages (its log row, that row's index entry, the
+# task row, its ListTasks index entry, the change feed), each holding a few bytes of news. At 1 KiB those cost
+# about a third of what they cost at SQLite's default 4 KiB (bench/disk_per_token.py, bench/RESULTS.md); 512 bytes
+# saved less again and deepened every tree. A database made with another page size keeps it (SQLite cannot
+# change it in WAL mode without a VACUUM).
+PAGE_SIZE = 1024
 log = logging.getLogger("parley.sqlite")
 _enc = msgspec.json.Encoder()
 _task_dec = msgspec.json.Decoder(m.Task)
@@ -308,6 +315,7 @@ class SqliteTaskStore(TaskStore):
             self._lock = ProcessLock.acquire(self.path)
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._db.execute(f"PRAGMA page_size={PAGE_SIZE}")  # a new file only: an existing one keeps its own
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=5000")
