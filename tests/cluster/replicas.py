@@ -171,6 +171,33 @@ async def _terminate_in_flight(url: str, application_names: list[str], waiting: 
         await conn.close()
 
 
+async def _outage(url: str, application_names: list[str], seconds: float, every: float) -> int:
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    dropped = 0
+    try:
+        async with conn.transaction():
+            await conn.execute("LOCK TABLE tasks IN EXCLUSIVE MODE")
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                await asyncio.sleep(every)  # the rhythm of the drops (an outage, not synchronisation)
+                await conn.execute("SELECT pg_stat_clear_snapshot()")  # else the view stays as first read
+                dropped += len(await conn.fetch(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = ANY($1::text[]) AND pid <> pg_backend_pid()", application_names))
+    finally:
+        await conn.close()
+    return dropped
+
+
+def outage(url: str, application_names: list[str], seconds: float, *, every: float = 0.2) -> int:
+    """A database that stays away for `seconds`: writes to the `tasks` table are held (a table lock) and every
+    connection with one of `application_names` is terminated every `every` seconds, so no commit, lease renewal
+    or takeover gets through until the end. Returns how many connections were terminated."""
+    return asyncio.run(_outage(url, application_names, seconds, every))
+
+
 def terminate_in_flight(url: str, application_names: list[str], *, waiting: int = 1, timeout: float = 10) -> int:
     """Drop those connections while commits are in flight: writes to the `tasks` table of `url`'s schema are
     held (a table lock) until `waiting` commits wait for it (or `timeout` passed), then every connection is
@@ -179,4 +206,4 @@ def terminate_in_flight(url: str, application_names: list[str], *, waiting: int 
     return asyncio.run(_terminate_in_flight(url, application_names, waiting, timeout))
 
 
-__all__ = ["PEPPER", "Replica", "replicas", "terminate_connections", "terminate_in_flight", "write_config"]
+__all__ = ["PEPPER", "Replica", "replicas", "outage", "terminate_connections", "terminate_in_flight", "write_config"]

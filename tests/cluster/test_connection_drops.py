@@ -19,14 +19,16 @@ from concurrent.futures import ThreadPoolExecutor
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 from httpx_sse import connect_sse
-from replicas import Replica, replicas, terminate_in_flight
+from replicas import Replica, outage, replicas, terminate_in_flight
 from test_replicas import events, state_of
 
+from parley.tasks.engine import RESUME_MESSAGE
 from services import PostgresSchema, drop_redis_keys, require_postgres, require_redis, unique
 
 V1 = {"A2A-Version": "1.0"}
@@ -34,25 +36,42 @@ WAIT = 60.0  # a failure detector for one task's run, drops included
 TASKS = 6  # running tasks, half on each replica
 TICKS = 60  # artifact updates per task, each with a checkpoint (one every 50 ms: about 3 s of streaming)
 DROPS = 3  # times every connection of the deployment is terminated while the tasks stream
+LEASE = 2.0  # seconds a run's lease lasts without renewal
+BUDGET = 1.0  # the impatient deployment's commit_retry_seconds
+OUTAGE = 4.0  # seconds the database stays away in the second test (longer than BUDGET and LEASE)
 TERMINAL = {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"}
 
 
-@pytest.fixture(params=["redis", "postgres"])
-def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[list[Replica], str, list[str]]]:
+@contextmanager
+def _deployment(bus: str, folder: Path, extra: str = "") -> Iterator[tuple[list[Replica], str, list[str]]]:
     """Two replicas whose PostgreSQL connections carry an application_name of their own; (replicas, the
     schema's URL, the application names of their connections: the pool's and the LISTEN bus's)."""
     require_postgres()
-    redis = (require_redis(), unique("parley_t")) if request.param == "redis" else None
+    redis = (require_redis(), unique("parley_t")) if bus == "redis" else None
     schema = PostgresSchema().create()
     app = unique("parley_drop")
     namespace = redis[1] if redis is not None else "t" + uuid.uuid4().hex[:8]
     try:
-        with replicas(tmp_path, f"{schema.url}&application_name={app}", redis=redis, namespace=namespace) as started:
+        with replicas(folder, f"{schema.url}&application_name={app}", redis=redis, namespace=namespace,
+                      lease_seconds=LEASE, extra=extra) as started:
             yield started, schema.url, [app, f"parley-bus {namespace}"]
     finally:
         schema.drop()
         if redis is not None:
             drop_redis_keys(redis[1])
+
+
+@pytest.fixture(params=["redis", "postgres"])
+def deployment(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[list[Replica], str, list[str]]]:
+    with _deployment(request.param, tmp_path) as dep:
+        yield dep
+
+
+@pytest.fixture(params=["redis", "postgres"])
+def impatient(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[list[Replica], str, list[str]]]:
+    """The same, with a retry budget of 1 s: an outage of a few seconds outlasts it."""
+    with _deployment(request.param, tmp_path, f"commit_retry_seconds = {BUDGET}") as dep:
+        yield dep
 
 
 def send(replica: Replica, agent: str, text: str, *, wait: bool) -> dict:
@@ -141,9 +160,16 @@ def test_dropped_connections_neither_fail_running_tasks_nor_lose_events(
 
     for sent in sends:
         assert sent["status"]["state"] == "TASK_STATE_COMPLETED", sent
+    check_completed(tasks, subs)
+
+
+def check_completed(tasks: list[tuple[Replica, str]], subs: list[Subscriber]) -> list[dict]:
+    """Every task completed with every tick once, in order; each subscriber saw seqs 1..N once each, the
+    ticks in order, ending `completed`. Returns the tasks (GetTask)."""
+    found = []
     for (r, task_id), sub in zip(tasks, subs, strict=True):
         task = httpx.post(f"{r.url}/a2a/counter", json={"jsonrpc": "2.0", "id": 1, "method": "GetTask",
-                                                       "params": {"id": task_id}}, headers=V1,
+                                                        "params": {"id": task_id}}, headers=V1,
                           timeout=WAIT).json()["result"]
         assert task["status"]["state"] == "TASK_STATE_COMPLETED", (task["status"], r.output())
         assert [x["artifactId"] for x in task.get("artifacts") or []] == [f"tick-{i}" for i in range(TICKS)]
@@ -154,3 +180,30 @@ def test_dropped_connections_neither_fail_running_tasks_nor_lose_events(
         snapshot = [x["artifactId"] for x in sub.got[0][1]["task"].get("artifacts") or []]
         assert snapshot + seen == [f"tick-{i}" for i in range(TICKS)], (snapshot, seen)
         assert state_of(sub.got[-1][1]) == "TASK_STATE_COMPLETED", sub.got[-1]
+        found.append(task)
+    return found
+
+
+def test_a_database_away_past_the_retry_budget_leaves_tasks_to_be_resumed_not_failed(
+        impatient: tuple[list[Replica], str, list[str]]) -> None:
+    """The same tasks, on replicas that try a commit again for 1 s (commit_retry_seconds). The database stays
+    away for 4 s (writes held, every connection terminated every 200 ms): commits, lease renewals and
+    takeovers all fail. Past its budget each run stops without writing and without failing its task; once
+    the database is back its lease has expired and recovery resumes it from its checkpoint (status
+    RESUME_MESSAGE), so every task still completes with every tick once and the subscribers see each event
+    once."""
+    (a, b), url, names = impatient
+    tasks = [(r, send(r, "counter", str(TICKS), wait=False)["id"]) for r in (a, b) * (TASKS // 2)]
+    subs = [Subscriber(b if r is a else a, task_id) for r, task_id in tasks]
+    for s in subs:
+        s.start()
+    deadline = time.monotonic() + WAIT
+    while min(ticks_seen(s) for s in subs) < TICKS // 4 and time.monotonic() < deadline:
+        time.sleep(0.02)  # polling what the subscribers saw, with a deadline
+    assert outage(url, names, OUTAGE) > 0
+    for s in subs:
+        s.join(WAIT)
+        assert not s.is_alive(), f"subscriber of {s.task_id} did not see the end: {s.errors}"
+    for task in check_completed(tasks, subs):
+        said = ["".join(p.get("text", "") for p in h["parts"]) for h in task.get("history") or []]
+        assert RESUME_MESSAGE in said, said  # left by its run, resumed by recovery
