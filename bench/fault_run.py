@@ -39,13 +39,13 @@ from tempfile import TemporaryDirectory
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "cluster")]
 
-import httpx  # noqa: E402
-from httpx_sse import connect_sse  # noqa: E402
-from replicas import AGENTS, Replica, terminate_connections, write_config  # noqa: E402
-from services import POSTGRES, REDIS, PostgresSchema, drop_redis_keys, unique  # noqa: E402
-from support import PrivateRedis  # noqa: E402
+import httpx
+from httpx_sse import connect_sse
+from replicas import AGENTS, Replica, terminate_connections, write_config
 
-from parley.tasks.engine import RESUME_MESSAGE  # noqa: E402
+from parley.tasks.engine import RESUME_MESSAGE
+from services import POSTGRES, REDIS, PostgresSchema, drop_redis_keys, unique
+from support import PrivateRedis
 
 V1 = {"A2A-Version": "1.0"}
 TERMINAL = {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"}

@@ -206,4 +206,4 @@ def terminate_in_flight(url: str, application_names: list[str], *, waiting: int 
     return asyncio.run(_terminate_in_flight(url, application_names, waiting, timeout))
 
 
-__all__ = ["PEPPER", "Replica", "replicas", "outage", "terminate_connections", "terminate_in_flight", "write_config"]
+__all__ = ["PEPPER", "Replica", "outage", "replicas", "terminate_connections", "terminate_in_flight", "write_config"]

@@ -15,10 +15,10 @@ event once.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 

@@ -770,7 +770,10 @@ class TaskEngine:
     async def _fail(self, run: Run, reason: str) -> None:
         async with run.lock:
             if not is_terminal(run.task.status.state):
-                await self._append(run, run.turn.fail(reason))
+                try:
+                    await self._append(run, run.turn.fail(reason))
+                except StoreUnreachable as exc:  # not written: the task is resumed once its lease expires
+                    self._left(run, exc)
 
     # --- reading ---------------------------------------------------------------------------------
 
