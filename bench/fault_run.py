@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import signal
 import sys
 import threading
 import time
@@ -76,20 +77,25 @@ class Tally:
 class Deployment:
     """The live replicas of one deployment; faults replace them (clients always pick among the live ones)."""
 
-    def __init__(self, folder: Path, config: Path, count: int, app: str | None, bus_app: str | None) -> None:
+    def __init__(self, folder: Path, config: Path, app: str | None = None, bus_app: str | None = None) -> None:
         self.folder, self.config = folder, config
         self.app_names = [n for n in (app, bus_app) if n]
-        self.started = 0
+        self.started: list[Replica] = []  # every process started (all are stopped at the end)
         self.live: list[Replica] = []
         self.lock = threading.Lock()
-        for _ in range(count):
-            self.live.append(self._new())
-        for r in self.live:
+
+    def start(self, count: int) -> Deployment:
+        fresh = [self._new() for _ in range(count)]
+        for r in fresh:
             r.wait_ready()
+        self.live += fresh
+        return self
 
     def _new(self) -> Replica:
-        self.started += 1
-        return Replica(self.config, self.folder / f"replica-{self.started}.log", name=f"R{self.started}")
+        n = len(self.started) + 1
+        replica = Replica(self.config, self.folder / f"replica-{n}.log", name=f"R{n}")
+        self.started.append(replica)
+        return replica
 
     def any(self) -> Replica:
         """A live replica (waits while the only one is being restarted)."""
@@ -111,7 +117,7 @@ class Deployment:
             self.live.append(fresh)
 
     def stop(self) -> None:
-        for r in self.live:
+        for r in self.started:
             r.stop()
 
 
@@ -244,12 +250,14 @@ def run(scenario: str, *, clients: int, faults: int, interval: float, ticks: int
         folder = Path(tmp) if logs is None else logs / scenario
         folder.mkdir(parents=True, exist_ok=True)
         app = unique("parley_fault") if schema is not None else None
+        dep: Deployment | None = None
         try:
             if scenario == "sqlite":
                 config = folder / "parley.toml"
                 config.write_text(f'[server]\ndb = "{folder / "parley.db"}"\nlease_seconds = 2.0\n'
                                   f'builtin_agents = true\ndefault_agent = "echo"\n{AGENTS}')
-                dep = Deployment(folder, config, 1, None, None)
+                dep = Deployment(folder, config)
+                dep.start(1)
                 url = ""
             else:
                 assert schema is not None
@@ -261,7 +269,8 @@ def run(scenario: str, *, clients: int, faults: int, interval: float, ticks: int
                     shared = (REDIS, prefix) if bus == "redis" else None
                 namespace = prefix
                 config = write_config(folder, f"{url}&application_name={app}", redis=shared, namespace=namespace)
-                dep = Deployment(folder, config, 3, app, f"parley-bus {namespace}" if shared is None else None)
+                dep = Deployment(folder, config, app, f"parley-bus {namespace}" if shared is None else None)
+                dep.start(3)
             stop = threading.Event()
             threads = [threading.Thread(target=_client, args=(dep, ticks, stop, tally), daemon=True)
                        for _ in range(clients)]
@@ -273,12 +282,13 @@ def run(scenario: str, *, clients: int, faults: int, interval: float, ticks: int
                     _inject(scenario, dep, redis, url)
                 time.sleep(interval)
             finally:
-                stop.set()
-                for t in threads:
-                    t.join(WAIT * 3)
+                stop.set()  # the clients finish the task they follow
+            for t in threads:
+                t.join(WAIT * 3)
             _settle(dep, tally)
-            dep.stop()
         finally:
+            if dep is not None:
+                dep.stop()
             if redis is not None:
                 redis.stop()
             if schema is not None:
@@ -299,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="the shared bus of kills and drops")
     parser.add_argument("--logs", type=Path, help="keep the replicas' logs in this folder (one per scenario)")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: the replicas are stopped too (finally)
     scenarios = [s for s in args.scenarios.split(",") if s]
     unknown = sorted(set(scenarios) - set(SCENARIOS))
     if unknown:

@@ -67,6 +67,7 @@ from parley.tasks.store import (
     fingerprint,
     make_query,
     stores_snapshot,
+    unavailable,
 )
 from parley.tasks.turn import TextState, Turn
 
@@ -229,6 +230,7 @@ class TaskEngine:
         self.committed: list[Listener] = []  # told of every batch once it is committed (the push dispatcher)
         self._publish_warnings = Throttled(log, PUBLISH_WARNING_SECONDS)  # a bus down fails every commit's publish
         self._commit_warnings = Throttled(log, PUBLISH_WARNING_SECONDS)  # a database away fails every commit
+        self._lease_warnings = Throttled(log, PUBLISH_WARNING_SECONDS)  # ... and every heartbeat
         self.runs: dict[str, Run] = {}
         self._creating: dict[MessageKey, Run] = {}  # one-pass tasks whose creation is not committed yet
         self._flushes: set[asyncio.Task] = set()
@@ -1050,8 +1052,11 @@ class TaskEngine:
                             self._lost(run)
                 if not self.sole:
                     await self.recover()
-            except Exception:
-                log.exception("renewing task leases failed")
+            except Exception as exc:
+                if unavailable(exc):  # the database is away: one line per interval, not a traceback per beat
+                    self._lease_warnings.warning("renewing task leases failed (%s: %s)", type(exc).__name__, exc)
+                else:
+                    log.exception("renewing task leases failed")
 
 
 def unwrap_checkpoint(stored: dict[str, Any] | None) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
