@@ -89,6 +89,7 @@ class Runtime:
         self.delegator = Delegator(self_url=self.settings.reachable_self_url, local=self.local)
         self.engine = TaskEngine(self.store, agents, bus=self.bus, delegator=self.delegator,
                                  cancel_child=self.delegator.cancel_link, lease_seconds=self.settings.lease_seconds,
+                                 commit_retry_seconds=self.settings.commit_retry_seconds,
                                  max_history=self.settings.limits.max_history_length,
                                  limits=self.settings.limits)
         unknown = sorted(set(self.settings.push.agents) - set(agents))

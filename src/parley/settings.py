@@ -218,6 +218,9 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     grpc_port: int | None = None
     grpc_host: str | None = None  # default: host
     lease_seconds: float = 30.0  # a running task's lease; another process takes over once it expires
+    # how long a commit is tried again while the database cannot be reached (a dropped connection, a failover);
+    # past it the run stops without failing its task, which is resumed once its lease expires
+    commit_retry_seconds: float = 30.0
     recheck_seconds: float = 30.0  # how often an unavailable agent (a remote one out of reach) is tried again
     drain_seconds: float = 10.0  # on SIGTERM/SIGINT, how long running tasks may finish before they are handed over
     insecure: bool = False  # serve a non-loopback address with no credentials configured (never in production)
@@ -255,6 +258,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             found.append(("drain_seconds", "must be 0 (hand running tasks over at once) or more"))
         if self.lease_seconds < 1:
             found.append(("lease_seconds", "must be at least 1 second"))
+        if self.commit_retry_seconds < 0:
+            found.append(("commit_retry_seconds", "must be 0 (no retry) or more"))
         if self.db is not None and not self.db.strip():
             found.append(("db", "must name a SQLite file, be \"memory\" or a postgresql:// URL"))
         found.extend(_bus_problems(self))

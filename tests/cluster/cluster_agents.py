@@ -1,6 +1,7 @@
 """Agents the replica tests run inside real `parley serve` processes (imported through PYTHONPATH).
 
     ticker   streams `N` text chunks (N from the message, default 20), one every 50 ms, then completes
+    counter  like ticker, with a checkpoint after each chunk (an awaited commit); resumed, it goes on from there
     waiter   says it started, then waits until it is canceled (a task that stays leased and running)
     stepper  checkpoints step 1, then waits; a replica that resumes it from the checkpoint completes it
     pauser   waits for the file <dir>/go, yields text, pauses up to 3 s until <dir>/on exists, says which ended it
@@ -23,6 +24,15 @@ async def ticker(ctx: RunContext) -> AsyncIterator[AgentOutput]:
     for i in range(count):
         # Each chunk is its own event (a new artifact per chunk): the test counts them one by one.
         yield ArtifactChunk(m.Artifact(artifact_id=f"tick-{i}", parts=[m.Part(text=f"tick {i}")]))
+        await asyncio.sleep(0.05)  # pacing of the workload, not synchronisation
+
+
+async def counter(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+    count = int(ctx.text) if ctx.text.strip().isdigit() else 20
+    start = ctx.checkpoint["next"] if ctx.checkpoint is not None else 0
+    for i in range(start, count):
+        yield ArtifactChunk(m.Artifact(artifact_id=f"tick-{i}", parts=[m.Part(text=f"tick {i}")]))
+        yield ctx.internal("checkpoint", state={"next": i + 1})
         await asyncio.sleep(0.05)  # pacing of the workload, not synchronisation
 
 

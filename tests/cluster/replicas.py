@@ -7,11 +7,13 @@ PostgreSQL schema and (optionally) one Redis namespace, as a deployment behind a
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +28,11 @@ AGENTS = """
 id = "ticker"
 type = "python"
 entry = "cluster_agents:ticker"
+
+[[agents]]
+id = "counter"
+type = "python"
+entry = "cluster_agents:counter"
 
 [[agents]]
 id = "waiter"
@@ -105,9 +112,10 @@ default_agent = "echo"
 
 @contextmanager
 def replicas(folder: Path, postgres_url: str, *, redis: tuple[str, str] | None = None, count: int = 2,
-             lease_seconds: float = 2.0, extra: str = "") -> Iterator[list[Replica]]:
+             lease_seconds: float = 2.0, extra: str = "", namespace: str | None = None) -> Iterator[list[Replica]]:
     """`count` replicas of one deployment, started and ready; stopped (SIGTERM) afterwards."""
-    namespace = redis[1] if redis is not None else "t" + os.urandom(4).hex()
+    if namespace is None:
+        namespace = redis[1] if redis is not None else "t" + os.urandom(4).hex()
     config = write_config(folder, postgres_url, redis=redis, namespace=namespace, lease_seconds=lease_seconds,
                           extra=extra)
     started: list[Replica] = []
@@ -122,4 +130,80 @@ def replicas(folder: Path, postgres_url: str, *, redis: tuple[str, str] | None =
             r.stop()
 
 
-__all__ = ["PEPPER", "Replica", "replicas", "write_config"]
+async def _terminate(url: str, application_names: list[str]) -> int:
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        return len(await conn.fetch("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                    "WHERE application_name = ANY($1::text[]) AND pid <> pg_backend_pid()",
+                                    application_names))
+    finally:
+        await conn.close()
+
+
+def terminate_connections(url: str, application_names: list[str]) -> int:
+    """Drop every PostgreSQL connection whose application_name is one of `application_names`, as a failover or
+    a proxy restart does (`pg_terminate_backend`); returns how many there were."""
+    return asyncio.run(_terminate(url, application_names))
+
+
+async def _terminate_in_flight(url: str, application_names: list[str], waiting: int, timeout: float) -> int:
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        async with conn.transaction():
+            await conn.execute("LOCK TABLE tasks IN EXCLUSIVE MODE")  # reads go on, writes wait for the lock
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                await conn.execute("SELECT pg_stat_clear_snapshot()")  # else the view stays as first read
+                held = await conn.fetchval("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                           "AND application_name = ANY($1::text[]) AND query LIKE 'WITH t AS%'",
+                                           application_names)
+                if held >= waiting:
+                    break
+                await asyncio.sleep(0.01)  # polling pg_stat_activity, with a deadline
+            return len(await conn.fetch("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                                        "WHERE application_name = ANY($1::text[]) AND pid <> pg_backend_pid()",
+                                        application_names))
+    finally:
+        await conn.close()
+
+
+async def _outage(url: str, application_names: list[str], seconds: float, every: float) -> int:
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    dropped = 0
+    try:
+        async with conn.transaction():
+            await conn.execute("LOCK TABLE tasks IN EXCLUSIVE MODE")
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                await asyncio.sleep(every)  # the rhythm of the drops (an outage, not synchronisation)
+                await conn.execute("SELECT pg_stat_clear_snapshot()")  # else the view stays as first read
+                dropped += len(await conn.fetch(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = ANY($1::text[]) AND pid <> pg_backend_pid()", application_names))
+    finally:
+        await conn.close()
+    return dropped
+
+
+def outage(url: str, application_names: list[str], seconds: float, *, every: float = 0.2) -> int:
+    """A database that stays away for `seconds`: writes to the `tasks` table are held (a table lock) and every
+    connection with one of `application_names` is terminated every `every` seconds, so no commit, lease renewal
+    or takeover gets through until the end. Returns how many connections were terminated."""
+    return asyncio.run(_outage(url, application_names, seconds, every))
+
+
+def terminate_in_flight(url: str, application_names: list[str], *, waiting: int = 1, timeout: float = 10) -> int:
+    """Drop those connections while commits are in flight: writes to the `tasks` table of `url`'s schema are
+    held (a table lock) until `waiting` commits wait for it (or `timeout` passed), then every connection is
+    terminated (the outcome of those commits unknown to Parley) and the lock released. Returns how many
+    connections were terminated."""
+    return asyncio.run(_terminate_in_flight(url, application_names, waiting, timeout))
+
+
+__all__ = ["PEPPER", "Replica", "outage", "replicas", "terminate_connections", "terminate_in_flight", "write_config"]

@@ -56,6 +56,10 @@ def test_what_counts_as_unavailable() -> None:
     assert unavailable(StoreError("x"))
     assert unavailable(ConnectionRefusedError())
     assert unavailable(asyncpg.exceptions.ConnectionDoesNotExistError("gone"))
+    # pg_terminate_backend (a failover, a proxy restart): 57P01, and asyncpg's state error on the connection it
+    # cut (issue 27: a send meeting a dropped connection answered -32603 instead of -32013)
+    assert unavailable(asyncpg.exceptions.AdminShutdownError("terminating connection due to administrator command"))
+    assert unavailable(asyncpg.exceptions._base.InternalClientError("cannot switch to state 15"))
     assert unavailable(redis.exceptions.ConnectionError("refused"))
     assert not unavailable(ValueError("a bug"))
     assert not unavailable(asyncpg.exceptions.UniqueViolationError("dup"))

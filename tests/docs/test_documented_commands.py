@@ -57,6 +57,8 @@ class Sandbox:
         self.dir = root
         (root / ".venv").symlink_to(REPO / ".venv")
         (root / "examples").symlink_to(REPO / "examples")
+        for name in ("bench", "tests"):  # `python bench/fault_run.py ...` (docs/operations.md) uses both
+            (root / name).symlink_to(REPO / name)
         for name in ("parley.toml", "agents.py"):  # `parley serve --config parley.toml`: the example fleet, copied
             (root / name).write_text((REPO / "examples" / "fleet" / name).read_text())
         for name, body in {**_readme_files(), **block.files}.items():

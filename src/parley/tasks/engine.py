@@ -48,6 +48,7 @@ from parley.protocol.errors import (
 from parley.protocol.states import InvalidTransition, check_transition, is_settled, is_terminal
 from parley.settings import LimitSettings
 from parley.tasks.bus import EventBus, LocalBus
+from parley.tasks.commit_retry import StoreUnreachable, commit_with_retry
 from parley.tasks.follow import StopWhen, follow_log
 from parley.tasks.log import Entry, apply, fold, now_iso, trim_history
 from parley.tasks.store import (
@@ -66,6 +67,7 @@ from parley.tasks.store import (
     fingerprint,
     make_query,
     stores_snapshot,
+    unavailable,
 )
 from parley.tasks.turn import TextState, Turn
 
@@ -80,6 +82,7 @@ CONTEXT_TASKS = 50  # earlier tasks of a context handed to a new task's agent, n
 # stores its messages, its answer and more: more is read than is handed on)
 CONTEXT_READ_FACTOR = 4
 LEASE_SECONDS = 30.0
+COMMIT_RETRY_SECONDS = 30.0  # how long a commit is tried again while the store cannot be reached (commit_retry)
 PUBLISH_WARNING_SECONDS = 10.0  # at most one "publishing failed" line this often (with a count of the others)
 PACE_SECONDS = 0.002  # an agent that never awaits gets the loop back to the others this often
 CHECKPOINT_MARK = "parley.checkpoint"  # stored checkpoints: {mark: 2, "agent": state, "seq": n, "text": {...}}
@@ -211,8 +214,10 @@ class TaskEngine:
         observers: list[Observer] | None = None,
         max_history: int | None = None,
         limits: LimitSettings | None = None,
+        commit_retry_seconds: float = COMMIT_RETRY_SECONDS,
     ) -> None:
         self.store = store
+        self.commit_retry_seconds = commit_retry_seconds
         self.max_history = max_history
         self.limits = limits or LimitSettings()  # what a context's history and a list page may load
         self.agents = agents
@@ -226,6 +231,8 @@ class TaskEngine:
         self.listeners: list[Listener] = []  # told of every appended batch (telemetry, metrics)
         self.committed: list[Listener] = []  # told of every batch once it is committed (the push dispatcher)
         self._publish_warnings = Throttled(log, PUBLISH_WARNING_SECONDS)  # a bus down fails every commit's publish
+        self._commit_warnings = Throttled(log, PUBLISH_WARNING_SECONDS)  # a database away fails every commit
+        self._lease_warnings = Throttled(log, PUBLISH_WARNING_SECONDS)  # ... and every heartbeat
         self.runs: dict[str, Run] = {}
         self._creating: dict[MessageKey, Run] = {}  # one-pass tasks whose creation is not committed yet
         self._flushes: set[asyncio.Task] = set()
@@ -340,8 +347,9 @@ class TaskEngine:
                 lease=None if settled else effects.lease, release_lease=settled, push_configs=effects.push_configs,
                 record=rec if creating else None, snapshot_at=run.snapshot_at,
             )
-            try:
-                await self.store.commit(commit)
+            try:  # tried again while the store cannot be reached; an unknown outcome is re-checked first
+                await commit_with_retry(self.store, commit, budget=self.commit_retry_seconds,
+                                        warnings=self._commit_warnings)
             except (SequenceConflict, DuplicateMessage) as refused:
                 if creating:
                     raise self._not_created(run, refused) from refused
@@ -413,6 +421,8 @@ class TaskEngine:
             await self._flush(run)
         except SequenceConflict:  # another process appended: it took the task over
             self._lost(run)
+        except StoreUnreachable as exc:
+            self._left(run, exc)
         except NotCreated:  # the sender heard why; the run was stopped
             pass
 
@@ -422,6 +432,17 @@ class TaskEngine:
         aio = run.aio
         if aio is not None and not aio.done() and aio is not asyncio.current_task():
             log.warning("task %s was taken over by another process; stopping its run here", run.task.id)
+            aio.cancel()
+
+    def _left(self, run: Run, exc: StoreUnreachable) -> None:
+        """The store stayed unreachable past the retry budget: stop the run here without writing again and
+        without failing the task (not the agent's fault). Its lease is no longer renewed; once it expires,
+        recovery (here or in another process) resumes the task from its checkpoint."""
+        if not run.lease_lost:
+            log.warning("%s; the run stops here and the task is left to be resumed once its lease expires", exc)
+        run.lease_lost = True
+        aio = run.aio
+        if aio is not None and not aio.done() and aio is not asyncio.current_task():
             aio.cancel()
 
     def _flush_done(self, task: asyncio.Task) -> None:
@@ -677,6 +698,8 @@ class TaskEngine:
         except SequenceConflict as exc:  # another process took the task over: this run must not write again
             run.lease_lost = True
             log.warning("task %s was taken over by another process; its run here stops (%s)", task_id, exc)
+        except StoreUnreachable as exc:  # the database stayed away: not the agent's failure; left to be resumed
+            self._left(run, exc)
         except InvalidTransition as exc:
             log.warning("agent %s produced an invalid transition on task %s: %s", agent.id, task_id, exc)
             await self._fail(run, f"Invalid agent response: {exc}")
@@ -691,6 +714,8 @@ class TaskEngine:
                 await self._flush(run)
             except SequenceConflict:
                 run.lease_lost = True
+            except StoreUnreachable as exc:
+                self._left(run, exc)
             except NotCreated:
                 pass
             finally:
@@ -749,7 +774,10 @@ class TaskEngine:
     async def _fail(self, run: Run, reason: str) -> None:
         async with run.lock:
             if not is_terminal(run.task.status.state):
-                await self._append(run, run.turn.fail(reason))
+                try:
+                    await self._append(run, run.turn.fail(reason))
+                except StoreUnreachable as exc:  # not written: the task is resumed once its lease expires
+                    self._left(run, exc)
 
     # --- reading ---------------------------------------------------------------------------------
 
@@ -1026,8 +1054,11 @@ class TaskEngine:
                             self._lost(run)
                 if not self.sole:
                     await self.recover()
-            except Exception:
-                log.exception("renewing task leases failed")
+            except Exception as exc:
+                if unavailable(exc):  # the database is away: one line per interval, not a traceback per beat
+                    self._lease_warnings.warning("renewing task leases failed (%s: %s)", type(exc).__name__, exc)
+                else:
+                    log.exception("renewing task leases failed")
 
 
 def unwrap_checkpoint(stored: dict[str, Any] | None) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:

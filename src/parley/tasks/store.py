@@ -40,8 +40,12 @@ class StoreError(Exception):
     """The store cannot be opened or used (a locked or unreadable database); one readable line."""
 
 
-_UNAVAILABLE = {"PostgresConnectionError", "InterfaceError", "CannotConnectNowError", "ConnectionError",
-                "TimeoutError", "BusyLoadingError"}
+# OperatorInterventionError: SQLSTATE class 57, e.g. 57P01 "terminating connection due to administrator command"
+# (pg_terminate_backend, a failover, a proxy restart) and 57P03 "the database system is starting up".
+# InternalClientError: asyncpg's "cannot switch to state ...; another operation is in progress", met on a
+# pooled connection whose previous operation was cut by such a termination.
+_UNAVAILABLE = {"PostgresConnectionError", "InterfaceError", "CannotConnectNowError", "OperatorInterventionError",
+                "InternalClientError", "ConnectionError", "TimeoutError", "BusyLoadingError"}
 
 
 def unavailable(exc: BaseException) -> bool:
