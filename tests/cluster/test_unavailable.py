@@ -1,7 +1,7 @@
 """A backend that cannot be reached is a retryable 503, not a 500 (docs/operations.md, "Health and
 stopping"): here the shared rate-limit counters point at a Redis port nothing listens on (a real
 redis-py client, a real refused connection). JSON-RPC answers HTTP 503 with Retry-After and the
-UNAVAILABLE error (-32013), the HTTP+JSON binding 503 with a google.rpc.Status (A2A 1.0 section 11.6)."""
+UNAVAILABLE error (-31503), the HTTP+JSON binding 503 with a google.rpc.Status (A2A 1.0 section 11.6)."""
 
 from __future__ import annotations
 
