@@ -172,3 +172,39 @@ def test_client_reads_old_and_new_access_codes() -> None:
     assert type(error_from_jsonrpc({"code": -32010, "message": "Authentication required"})) is UnauthenticatedError
     mismatch = {"code": -32010, "message": "Task generation mismatch: expected 1 but current generation is 2"}
     assert type(error_from_jsonrpc(mismatch)) is TaskGenerationMismatchError
+
+
+def test_card_lists_1_1_to_a_1_1_client_only() -> None:
+    """Section 3.2.7 "Backwards Compatibility" (1.1 is a minor version negotiated like 1.0, A2A-Version): a card
+    asked for with `A2A-Version: 1.1` lists the JSON-RPC and HTTP+JSON interfaces with protocolVersion 1.1 after
+    the others; the 1.0 card is what it was (no 1.1 interface)."""
+    with running(app_on("memory")) as srv:
+        url = f"{srv.url}/a2a/echo/.well-known/agent-card.json"
+        v11 = httpx.get(url, headers={"A2A-Version": "1.1"}, timeout=30).json()["supportedInterfaces"]
+        v10 = httpx.get(url, headers={"A2A-Version": "1.0"}, timeout=30).json()["supportedInterfaces"]
+    assert all(i["protocolVersion"] != "1.1" for i in v10), v10
+    assert v11[:len(v10)] == v10
+    assert sorted(i["protocolBinding"] for i in v11[len(v10):] if i["protocolVersion"] == "1.1") == \
+        ["HTTP+JSON", "JSONRPC"], v11
+
+
+def test_parley_client_speaks_1_1() -> None:
+    """Parley's JSON-RPC client with version 1.1 reads `generation` and sends `currentGeneration` (section
+    3.2.7): a GetTask at an already passed generation comes back at once with the task's generation."""
+    import asyncio
+
+    from parley.client.jsonrpc import JsonRpcTransport
+    from parley.protocol import models as m
+    from parley.protocol.operations import Operation
+
+    with running(app_on("memory")) as srv:
+        url = f"{srv.url}/a2a/interviewer"
+        task = interviewer_task(url)
+
+        async def get() -> m.Task:
+            async with httpx.AsyncClient() as http:
+                transport = JsonRpcTransport(http, url, "1.1")
+                return await transport.call(Operation.GET, m.GetTaskRequest(id=task["id"], current_generation=1))
+
+        got = asyncio.run(get())
+    assert got.generation == task["generation"] >= 2, got

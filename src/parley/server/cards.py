@@ -85,6 +85,17 @@ def card_v1(card: m.AgentCard) -> dict[str, Any]:
     return to_wire(card)
 
 
+def card_v1_1(card: m.AgentCard) -> dict[str, Any]:
+    """The card as a client asking for A2A 1.1 gets it: the 1.0 card, its JSON-RPC and HTTP+JSON interfaces
+    listed again with `protocolVersion` 1.1 (the dev-1.1 draft: generation), after the others. A 1.0 client
+    (no or another A2A-Version) gets the 1.0 card unchanged."""
+    data = card_v1(card)
+    data["supportedInterfaces"] = [*data["supportedInterfaces"], *(
+        {**i, "protocolVersion": "1.1"} for i in data["supportedInterfaces"]
+        if i.get("protocolVersion") == "1.0" and i.get("protocolBinding") in (JSONRPC, HTTP_JSON))]
+    return data
+
+
 def card_v03(card: m.AgentCard) -> dict[str, Any]:
     """The card with the 0.3 connection fields added (for clients without a version), its security in 0.3 form."""
     data = security_to_v03(to_wire(card))
@@ -151,19 +162,20 @@ class Cards:
                           skills=skills)
 
     def document(self, agent_id: str, agent_url: str, *, v1: bool,
-                 security: CardSecurity | None = None) -> CardDocument:
-        """The serialised card: pure 1.0 (`v1`), or with the 0.3 connection fields."""
-        key = (agent_id, agent_url, v1, security.requirements if security is not None else None)
+                 security: CardSecurity | None = None, v1_1: bool = False) -> CardDocument:
+        """The serialised card: pure 1.0 (`v1`; with the 1.1 interfaces too if `v1_1`), or with the 0.3
+        connection fields."""
+        key = (agent_id, agent_url, v1, v1_1, security.requirements if security is not None else None)
         doc = self._documents.get(key)
         if doc is not None:
             self._documents.move_to_end(key)
             return doc
         card = self.card(agent_id, agent_url, security)
-        doc = document(card_v1(card) if v1 else card_v03(card), self.modified_at)
+        doc = document((card_v1_1(card) if v1_1 else card_v1(card)) if v1 else card_v03(card), self.modified_at)
         self._documents[key] = doc
         while len(self._documents) > self.cache_size:
             self._documents.popitem(last=False)
         return doc
 
 
-__all__ = ["CardOptions", "Cards", "build_card", "card_v03", "card_v1", "document", "interfaces"]
+__all__ = ["CardOptions", "Cards", "build_card", "card_v03", "card_v1", "card_v1_1", "document", "interfaces"]
