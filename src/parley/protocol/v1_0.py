@@ -65,8 +65,42 @@ def decode(op: Operation, params: Any) -> Any:
 
 
 def decode_1_1(op: Operation, params: Any) -> Any:
-    """`decode` keeping the A2A 1.1 fields (:mod:`parley.protocol.v1_1`)."""
-    return from_wire(params if params is not None else {}, REQUEST_TYPES[op], proto_names=True)
+    """`decode` keeping the A2A 1.1 fields (:mod:`parley.protocol.v1_1`). They are int64: ProtoJSON writes them
+    as decimal strings (gRPC requests come through it), and either form is read."""
+    params = params if params is not None else {}
+    if isinstance(params, dict) and op in _INT64_FIELDS:
+        params = _int64s(params, op)
+    return from_wire(params, REQUEST_TYPES[op], proto_names=True)
+
+
+# Where the A2A 1.1 int64 fields sit in a request's params: (object path, JSON name, proto name).
+_INT64_FIELDS: dict[Operation, tuple[tuple[str, ...], str, str]] = {
+    Operation.GET: ((), "currentGeneration", "current_generation"),
+    Operation.SEND: (("configuration",), "ifGenerationMatch", "if_generation_match"),
+    Operation.STREAM: (("configuration",), "ifGenerationMatch", "if_generation_match"),
+}
+
+
+def _int64s(params: dict[str, Any], op: Operation) -> dict[str, Any]:
+    """`params` with its 1.1 int64 field read from a decimal string (a copy; the rest left to validation)."""
+    path, *names = _INT64_FIELDS[op]
+    holder: Any = params
+    for key in path:
+        holder = holder.get(key) if isinstance(holder, dict) else None
+    if not isinstance(holder, dict):
+        return params
+    fixed = {k: _as_int(v) if k in names else v for k, v in holder.items()}
+    if fixed == holder:
+        return params
+    if not path:
+        return fixed
+    return {**params, path[0]: fixed}
+
+
+def _as_int(value: Any) -> Any:
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        return int(value)
+    return value
 
 
 def without_1_1(value: Any) -> Any:
