@@ -17,7 +17,6 @@ import pytest
 
 from parley import Parley
 from parley.agents.builtin import builtin_agents
-from parley.protocol.errors import TaskGenerationMismatchError, UnauthenticatedError, error_from_jsonrpc
 from parley.settings import LimitSettings, Settings
 from support import rpc, running
 
@@ -168,6 +167,8 @@ def test_long_poll_timeout_and_bound() -> None:
 def test_client_reads_old_and_new_access_codes() -> None:
     """Parley's access errors moved out of -32768..-32000 (docs/security.md); for one release the client still
     reads the old -32010 as UnauthenticatedError, unless it is A2A 1.1's generation mismatch (section 5.4)."""
+    from parley.protocol.errors import TaskGenerationMismatchError, UnauthenticatedError, error_from_jsonrpc
+
     assert type(error_from_jsonrpc({"code": -31401, "message": "Authentication required"})) is UnauthenticatedError
     assert type(error_from_jsonrpc({"code": -32010, "message": "Authentication required"})) is UnauthenticatedError
     mismatch = {"code": -32010, "message": "Task generation mismatch: expected 1 but current generation is 2"}
