@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import httpx
 import pytest
@@ -123,24 +123,29 @@ def test_1_0_ignores_if_generation_match() -> None:
 
 def test_long_poll_returns_once_the_generation_moves(db) -> None:
     """Section 3.2.7 long-polling: GetTask(currentGeneration=G) on a task at G is held until the task moves past
-    G (here: a follow-up from another client), then returns the new state; on HTTP+JSON `?currentGeneration=`.
-    A currentGeneration already passed returns at once."""
-    with running(app_on(db)) as srv:
+    G (here: a follow-up from another client), then returns the new state. Two polls of one caller with
+    `long_polls_per_principal = 1`, one JSON-RPC and one HTTP+JSON (`?currentGeneration=`): the one that comes
+    second is refused 429 while the first is held (so it is held), and the held one returns once the follow-up
+    moved the task. A currentGeneration already passed returns at once."""
+    with running(app_on(db, long_polls_per_principal=1)) as srv:
         url = f"{srv.url}/a2a/interviewer"
         task = interviewer_task(url)
         gen = task["generation"]
         before = result(rpc(url, "GetTask", {"id": task["id"], "currentGeneration": gen - 1}, version="1.1"))
         assert before["generation"] == gen
         with ThreadPoolExecutor(2) as pool:
-            held_rpc = pool.submit(rpc, url, "GetTask", {"id": task["id"], "currentGeneration": gen}, version="1.1")
-            held_rest = pool.submit(httpx.get, f"{url}/tasks/{task['id']}?currentGeneration={gen}",
-                                    headers={"A2A-Version": "1.1"}, timeout=30)
-            assert not held_rpc.done() and not held_rest.done()  # held (the follow-up is not sent yet)
+            polls = [pool.submit(lambda: rpc(url, "GetTask", {"id": task["id"], "currentGeneration": gen},
+                                             version="1.1")),
+                     pool.submit(httpx.get, f"{url}/tasks/{task['id']}?currentGeneration={gen}",
+                                 headers={"A2A-Version": "1.1"}, timeout=30)]
+            done, held = wait(polls, timeout=30, return_when=FIRST_COMPLETED)
+            assert len(done) == 1 and len(held) == 1, (done, held)
+            refused = done.pop().result()
+            assert refused.status_code == 429 or refused.json().get("error", {}).get("code") == -31429, refused.text
             result(rpc(url, "SendMessage", {"message": msg("because", task["id"])}, version="1.1"))
-            moved = result(held_rpc.result(timeout=30))
-            moved_rest = held_rest.result(timeout=30).json()
+            answer = held.pop().result(timeout=30).json()
+        moved = answer.get("result", answer)
         assert moved["generation"] > gen and moved["status"]["state"] != "TASK_STATE_INPUT_REQUIRED", moved
-        assert moved_rest["generation"] > gen, moved_rest
 
 
 def test_long_poll_timeout_and_bound() -> None:
