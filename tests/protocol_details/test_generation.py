@@ -62,7 +62,7 @@ def stream_events(url: str, params: dict, version: str) -> list[dict]:
 def test_each_event_is_one_generation_on_every_store(db) -> None:
     """Section 3.2.7: the task starts at 1 and every status and artifact event is exactly one more, never two
     events with one generation; GetTask and a replay (SubscribeToTask from Last-Event-ID 1) say the same numbers,
-    read back from the store; a 1.0 client sees no `generation` anywhere."""
+    read back from the store; a 1.0 or 0.3 client (JSON-RPC, HTTP+JSON) sees no `generation` anywhere."""
     with running(app_on(db)) as srv:
         url = f"{srv.url}/a2a/echo"
         events = stream_events(url, {"message": msg("word " * 400)}, "1.1")
@@ -78,6 +78,10 @@ def test_each_event_is_one_generation_on_every_store(db) -> None:
         plain = result(rpc(url, "GetTask", {"id": task_id}, version="1.0"))
         assert "generation" not in plain and plain["status"] == got["status"], plain
         assert all("generation" not in json.dumps(e) for e in stream_events(url, {"message": msg("x")}, "1.0"))
+        old = result(rpc(url, "tasks/get", {"id": task_id}))
+        assert old["kind"] == "task" and "generation" not in old, old
+        old_rest = httpx.get(f"{url}/v1/tasks/{task_id}", timeout=30).json()
+        assert old_rest["id"] == task_id and "generation" not in json.dumps(old_rest), old_rest
         rest = httpx.get(f"{url}/tasks/{task_id}", headers={"A2A-Version": "1.1"}, timeout=30).json()
         assert rest["generation"] == got["generation"], rest
 
