@@ -31,15 +31,15 @@ def user(text: str, task_id: str = "") -> pb.Message:
     return pb.Message(message_id=str(uuid.uuid4()), role=pb.ROLE_USER, parts=[pb.Part(text=text)], task_id=task_id)
 
 
-def reason_of(error: grpc.RpcError) -> str:
+def info_of(error: grpc.RpcError) -> error_details_pb2.ErrorInfo:
     for key, value in error.trailing_metadata() or ():
         if key == "grpc-status-details-bin":
             status = status_pb2.Status.FromString(value)
             for detail in status.details:
                 info = error_details_pb2.ErrorInfo()
                 if detail.Unpack(info):
-                    return info.reason
-    return ""
+                    return info
+    return error_details_pb2.ErrorInfo()
 
 
 def test_generation_over_grpc() -> None:
@@ -61,7 +61,10 @@ def test_generation_over_grpc() -> None:
             stub.SendMessage(stale, metadata=V11)
             raise AssertionError("a stale ifGenerationMatch was taken")
         except grpc.RpcError as exc:
-            assert exc.code() == grpc.StatusCode.ABORTED and reason_of(exc) == "TASK_GENERATION_MISMATCH", exc
+            info = info_of(exc)
+            assert exc.code() == grpc.StatusCode.ABORTED and info.reason == "TASK_GENERATION_MISMATCH", exc
+            assert dict(info.metadata) == {"taskId": task.id, "expectedGeneration": str(task.generation - 1),
+                                           "currentGeneration": str(task.generation)}, info
         same = stub.GetTask(pb.GetTaskRequest(tenant="interviewer", id=task.id, current_generation=task.generation - 1),
                             metadata=V11)
         assert (same.generation, same.status.state) == (task.generation, pb.TASK_STATE_INPUT_REQUIRED), same

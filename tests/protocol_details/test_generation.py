@@ -106,7 +106,12 @@ def test_if_generation_match_refuses_a_stale_follow_up(db) -> None:
         assert error["code"] == -32010 and f"expected {gen - 1} but current generation is {gen}" in error["message"]
         rest = httpx.post(f"{url}/message:send", json=stale, headers={"A2A-Version": "1.1"}, timeout=30)
         assert rest.status_code == 409, rest.text
-        assert rest.json()["error"]["details"][0]["reason"] == "TASK_GENERATION_MISMATCH", rest.text
+        info = rest.json()["error"]["details"][0]
+        assert info["reason"] == "TASK_GENERATION_MISMATCH", rest.text
+        assert info["metadata"] == {"taskId": task["id"], "expectedGeneration": str(gen - 1),
+                                    "currentGeneration": str(gen)}, info
+        assert error["data"][0]["reason"] == "TASK_GENERATION_MISMATCH" and error["data"][0]["metadata"] == \
+            info["metadata"], error
         same = result(rpc(url, "GetTask", {"id": task["id"]}, version="1.1"))
         assert (same["generation"], same["status"]["state"]) == (gen, "TASK_STATE_INPUT_REQUIRED"), same
         fresh = {"message": msg("because", task["id"]), "configuration": {"ifGenerationMatch": gen}}

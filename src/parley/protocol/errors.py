@@ -21,13 +21,15 @@ class A2AError(Exception):
     reason: ClassVar[str] = "INTERNAL_ERROR"
     grpc_status: ClassVar[str] = "INTERNAL"
 
-    def __init__(self, message: str | None = None, data: Any = None, *, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, message: str | None = None, data: Any = None, *, headers: dict[str, str] | None = None,
+                 info: dict[str, str] | None = None) -> None:
         message = message or self.default_message
         if len(message) > MAX_MESSAGE_CHARS:  # a message quoting a client's huge value stays small (gRPC trailers)
             message = message[:MAX_MESSAGE_CHARS - 15] + "... (shortened)"
         self.message = message
         self.data = data
         self.headers = headers  # transport headers sent with the error (WWW-Authenticate, Retry-After, Allow)
+        self.info = info  # the ErrorInfo's `metadata` on every binding (1.1 generation mismatch: taskId, ...)
         super().__init__(self.message)
 
     def to_jsonrpc(self) -> dict[str, Any]:
@@ -263,8 +265,9 @@ def _is_generation_mismatch(error: dict[str, Any]) -> bool:
     if error.get("code") != -32010:
         return False
     data, message = error.get("data"), str(error.get("message") or "")
-    return "generation" in message.lower() or (isinstance(data, dict) and (
-        "currentGeneration" in data or data.get("reason") == TaskGenerationMismatchError.reason))
+    infos = data if isinstance(data, list) else [data]
+    return "generation" in message.lower() or any(
+        isinstance(i, dict) and i.get("reason") == TaskGenerationMismatchError.reason for i in infos)
 
 
 def error_from_jsonrpc(error: dict[str, Any]) -> A2AError:

@@ -68,7 +68,7 @@ LAST_EVENT_ID_KEY = "last-event-id"
 def status_details(error: A2AError) -> bytes:
     """The serialised google.rpc.Status (with an ErrorInfo) for `error`."""
     code = grpc.StatusCode[error.grpc_status]
-    info = error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN)
+    info = error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN, metadata=error.info or {})
     detail = any_pb2.Any()
     detail.Pack(info)
     status = status_pb2.Status(code=code.value[0], message=error.message, details=[detail])

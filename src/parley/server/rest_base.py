@@ -129,7 +129,8 @@ def status_obj(error: A2AError) -> dict[str, Any]:
             "code": error.http_status,
             "status": error.grpc_status,
             "message": error.message,
-            "details": [{"@type": ERROR_INFO, "reason": error.reason, "domain": ERROR_DOMAIN, "metadata": {}}],
+            "details": [{"@type": ERROR_INFO, "reason": error.reason, "domain": ERROR_DOMAIN,
+                         "metadata": error.info or {}}],
         }
     }
 

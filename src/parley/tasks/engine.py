@@ -1100,7 +1100,7 @@ def check_generation(task: m.Task, config: m.SendMessageConfiguration | None) ->
         current = generation_of(task)
         raise TaskGenerationMismatchError(
             f"Task generation mismatch: expected {expected} but current generation is {current}",
-            {"taskId": task.id, "expectedGeneration": str(expected), "currentGeneration": str(current)})
+            info={"taskId": task.id, "expectedGeneration": str(expected), "currentGeneration": str(current)})
 
 
 def _check_history_length(value: int | None) -> None:
