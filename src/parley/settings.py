@@ -81,6 +81,10 @@ class LimitSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     max_context_messages: int = 200  # messages of earlier tasks in a context given to a new task's agent
     max_context_bytes: int = 4 * 1024 * 1024  # encoded bytes of those messages (4x this of stored tasks is read)
     max_page_bytes: int = 8 * 1024 * 1024  # stored bytes of the tasks of one ListTasks page
+    # A2A 1.1 GetTask(currentGeneration) long-polls (docs/protocol.md): held at most this long, then the task as it
+    # is; at most this many held at once per principal (one more: 429 RATE_LIMITED)
+    long_poll_seconds: float = 30.0
+    long_polls_per_principal: int = 8
     # One agent's own rate and task limits (`[server.limits.agents.<id>]`): requests_per_minute, burst,
     # tasks_per_agent replace the server's for that agent; the input limits are the server's.
     agents: dict[str, LimitSettings] = msgspec.field(default_factory=dict)

@@ -6,7 +6,7 @@ The engine's rule (src/parley/tasks/engine.py, `_commit`): a commit that fails b
 reached is re-checked (its entries are in the log: it was written) and retried, idempotently (a compare-and-set
 on the log's seq plus the message's idempotency key); only past a bounded retry budget is the run left to be
 resumed from its checkpoint once its lease expires, never failed for a fault that is not the agent's. A request
-that meets a dropped connection is answered UNAVAILABLE (-32013, HTTP 503 with Retry-After: A2A 1.0 section
+that meets a dropped connection is answered UNAVAILABLE (-31503, HTTP 503 with Retry-After: A2A 1.0 section
 5.4 / 11.6), and the same request sent again succeeds (a SendMessage with the same messageId is a retry,
 section 3.1.1). A2A 1.0 section 3.1.6 SubscribeToTask: a subscriber resumes with `Last-Event-ID` and sees each
 event once.
@@ -83,7 +83,7 @@ def send(replica: Replica, agent: str, text: str, *, wait: bool) -> dict:
     while True:
         r = httpx.post(f"{replica.url}/a2a/{agent}", json=body, headers=V1, timeout=WAIT)
         if r.status_code == 503 and time.monotonic() < deadline:
-            assert r.json()["error"]["code"] == -32013, r.text  # UNAVAILABLE, retryable
+            assert r.json()["error"]["code"] == -31503, r.text  # UNAVAILABLE, retryable
             assert r.headers.get("retry-after"), r.headers
             time.sleep(0.1)  # the client's back-off before its retry
             continue

@@ -173,7 +173,7 @@ async def test_every_response_carries_the_bucket_and_a_refusal_is_429_with_retry
     for _ in range(2):
         await strict.acquire(access(agent="other"), ALICE)
     err = await refused(strict, access(agent="other"), ALICE)
-    assert (err.http_status, err.code) == (429, -32012)
+    assert (err.http_status, err.code) == (429, -31429)
     assert err.headers == {"Retry-After": "20", "RateLimit-Policy": '"default";q=2;w=40',
                            "RateLimit": '"default";r=0;t=20'}
 

@@ -1,7 +1,7 @@
 """A backend that cannot be reached is a retryable 503, not a 500 (docs/operations.md, "Health and
 stopping"): here the shared rate-limit counters point at a Redis port nothing listens on (a real
 redis-py client, a real refused connection). JSON-RPC answers HTTP 503 with Retry-After and the
-UNAVAILABLE error (-32013), the HTTP+JSON binding 503 with a google.rpc.Status (A2A 1.0 section 11.6)."""
+UNAVAILABLE error (-31503), the HTTP+JSON binding 503 with a google.rpc.Status (A2A 1.0 section 11.6)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_what_counts_as_unavailable() -> None:
     assert unavailable(ConnectionRefusedError())
     assert unavailable(asyncpg.exceptions.ConnectionDoesNotExistError("gone"))
     # pg_terminate_backend (a failover, a proxy restart): 57P01, and asyncpg's state error on the connection it
-    # cut (issue 27: a send meeting a dropped connection answered -32603 instead of -32013)
+    # cut (issue 27: a send meeting a dropped connection answered -32603 instead of -31503, then -32013)
     assert unavailable(asyncpg.exceptions.AdminShutdownError("terminating connection due to administrator command"))
     assert unavailable(asyncpg.exceptions._base.InternalClientError("cannot switch to state 15"))
     assert unavailable(redis.exceptions.ConnectionError("refused"))

@@ -11,7 +11,7 @@ is the text sent ("hello").
 An open server's snippets carry no credentials. A secured server's (`[server.auth] admin_key_env`) send
 `X-API-Key: $PARLEY_KEY`: with PARLEY_KEY set to a key of the agent (made through `POST /admin/keys`) they
 complete; with a wrong key or without one the server refuses them (A2A 1.0 section 7.4: every request is
-authenticated; Parley's UnauthenticatedError, JSON-RPC -32010, HTTP 401).
+authenticated; Parley's UnauthenticatedError, JSON-RPC -31401, HTTP 401).
 
 Each snippet runs on its own server: all three send messageId "m-1", and a second send of the same message by
 the same principal is answered from the first (idempotency), which would hide a snippet that does not work.
@@ -99,7 +99,7 @@ def assert_refused(title: str, done: subprocess.CompletedProcess[str], reason: s
     if title in TITLES[:2]:  # curl -s prints the JSON-RPC error body
         assert done.returncode == 0, done.stderr
         error = json.loads(done.stdout)["error"]
-        assert error["code"] == -32010 and error["message"] == reason, error
+        assert error["code"] == -31401 and error["message"] == reason, error
     else:
         assert done.returncode == 1 and done.stdout == ""
         assert f"parley.protocol.errors.UnauthenticatedError: {reason}" in done.stderr, done.stderr
@@ -163,7 +163,7 @@ def test_each_snippet_of_a_secured_server_works_with_a_key_of_the_agent(which: s
 @pytest.mark.parametrize("which", TITLES)
 def test_a_secured_snippet_without_a_valid_key_is_refused(which: str, secured: Server) -> None:
     """A secured server's snippet run with a wrong PARLEY_KEY, or with none, gets no answer from the agent:
-    the server refuses it as unauthenticated (A2A 1.0 section 7.4; -32010, HTTP 401), and the output says why.
+    the server refuses it as unauthenticated (A2A 1.0 section 7.4; -31401, HTTP 401), and the output says why.
     Without the variable the Python snippet stops before calling (KeyError: 'PARLEY_KEY')."""
     language, text = secured_snippets(secured)[which]
     assert_refused(which, run(language, text, key="pk_0123456789abcdef_not-a-real-secret"),

@@ -90,14 +90,30 @@ def test_the_proto_declares_its_origin_and_license():
 
 @pytest.mark.interop
 def test_same_schema_as_a2a_sdk_1_3():
-    """Every message, field, enum, RPC and option of a2a-sdk 1.3's a2a.proto, except file-level language options."""
+    """Every message, field, enum, RPC and option of a2a-sdk 1.3's a2a.proto, except file-level language options;
+    Parley's adds exactly the A2A 1.1 (dev-1.1, 28491879) generation fields, at the dev-1.1 field numbers."""
     sdk_pb = require("a2a.types.a2a_pb2", "dev")  # a2a-sdk 1.3
     ours = _file_proto(pb.DESCRIPTOR.serialized_pb)
     theirs = _file_proto(sdk_pb.DESCRIPTOR.serialized_pb)
     for fd in (ours, theirs):
         fd.ClearField("name")
         fd.ClearField("options")
+    removed = set()
+    for message in ours.message_type:
+        for field in list(message.field):
+            if (message.name, field.name, field.number) in A2A_1_1_FIELDS:
+                removed.add((message.name, field.name, field.number))
+                message.field.remove(field)
+                if field.proto3_optional:  # its synthetic oneof, the message's last
+                    assert message.oneof_decl[-1].name == f"_{field.name}"
+                    del message.oneof_decl[-1]
+    assert removed == A2A_1_1_FIELDS
     assert ours == theirs
+
+
+A2A_1_1_FIELDS = {("Task", "generation", 7), ("TaskStatusUpdateEvent", "generation", 5),
+                  ("TaskArtifactUpdateEvent", "generation", 7), ("SendMessageConfiguration", "if_generation_match", 5),
+                  ("GetTaskRequest", "current_generation", 4)}
 
 
 @pytest.mark.interop

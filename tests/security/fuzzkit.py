@@ -2034,7 +2034,7 @@ KINDS: dict[str, tuple[int, int, int, str, str, str]] = {
     "task_not_found": (200, -32001, 404, "TASK_NOT_FOUND", "NOT_FOUND", "NOT_FOUND"),
     "unsupported_media": (415, -32600, 415, "UNSUPPORTED_MEDIA_TYPE", "INVALID_ARGUMENT", "INVALID_ARGUMENT"),
     "too_large": (413, -32600, 413, "INVALID_REQUEST", "INVALID_ARGUMENT", "RESOURCE_EXHAUSTED"),
-    "unauthenticated": (401, -32010, 401, "UNAUTHENTICATED", "UNAUTHENTICATED", "UNAUTHENTICATED"),
+    "unauthenticated": (401, -31401, 401, "UNAUTHENTICATED", "UNAUTHENTICATED", "UNAUTHENTICATED"),
 }
 
 

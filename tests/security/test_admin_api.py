@@ -223,7 +223,7 @@ def test_create_returns_201_and_the_token_once_and_the_key_works_at_once(srv: Sr
 def test_created_keys_honour_principal_scopes_agent_and_defaults(srv: Srv):
     """Section 7.5 and 13.1: two keys made with the same principal share its tasks; a key with a principal of
     its own (the default, `key:<id>`) gets TaskNotFound (-32001) for them. A key opens only its agent (403 on
-    another: PermissionDenied -32011). Default scopes are ["a2a"]. A key made with the `admin` scope opens every
+    another: PermissionDenied -31403). Default scopes are ["a2a"]. A key made with the `admin` scope opens every
     agent (`agent: "*"`) and may use the admin API; a key without it is refused there with 403."""
     first, first_token = new_key(srv, principal="shared")
     _, second_token = new_key(srv, principal="shared")
@@ -240,7 +240,7 @@ def test_created_keys_honour_principal_scopes_agent_and_defaults(srv: Srv):
 
     elsewhere = send(srv, "other", "not yours", first_token)
     assert elsewhere.status_code == 403, elsewhere.text
-    assert rpc_error(elsewhere)["code"] == -32011
+    assert rpc_error(elsewhere)["code"] == -31403
 
     assert api_error(admin_get(srv, "/admin/keys", first_token), 403) == "The admin API needs the admin scope"
 
@@ -329,7 +329,7 @@ def test_revoke_stops_the_key_at_once_and_unknown_ids_are_404(srv: Srv):
 
     refused = rpc(srv, "work", "GetTask", {"id": task["id"]}, token)
     assert refused.status_code == 401, refused.text
-    assert rpc_error(refused)["code"] == -32010
+    assert rpc_error(refused)["code"] == -31401
     assert "ApiKey" in refused.headers["www-authenticate"]
     assert rpc(srv, "work", "GetTask", {"id": task["id"]}, other_token).status_code == 200
 

@@ -7,7 +7,7 @@ scope `ops`; and `beta`. Both ask a question on the first turn, so their tasks s
 subscribable, continuable). Push notification configs are enabled so their operations can be checked too.
 
 - Section 7.4 / 3.3.2: without a key, or with a wrong one, every request gets HTTP 401 with a WWW-Authenticate
-  challenge (JSON-RPC error -32010) or gRPC UNAUTHENTICATED; `X-API-Key` and `Authorization: Bearer` both work.
+  challenge (JSON-RPC error -31401) or gRPC UNAUTHENTICATED; `X-API-Key` and `Authorization: Bearer` both work.
 - Section 7.5 / 3.3.2: a key opens its own agent only (403 / PERMISSION_DENIED elsewhere); tasks belong to the
   principal that made them (another principal gets TaskNotFoundError for every operation on them, and does
   not see them listed); a skill that requires a scope is refused (403) to a key without it.
@@ -252,21 +252,21 @@ def refused(binding: str, http: int, grpc: str) -> str:
 
 
 def assert_unauthenticated(w: Wire, binding: str, version: str) -> None:
-    """Section 3.3.2 / 7.4: HTTP 401 (JSON-RPC too, with error -32010) or gRPC UNAUTHENTICATED, with a
+    """Section 3.3.2 / 7.4: HTTP 401 (JSON-RPC too, with error -31401) or gRPC UNAUTHENTICATED, with a
     WWW-Authenticate challenge naming the API-key header."""
     assert w.status == refused(binding, 401, "UNAUTHENTICATED"), (w.status, w.body[:300])
     assert w.challenge is not None and 'header="X-API-Key"' in w.challenge, w.challenge
     if binding == "JSONRPC":
-        assert w.code == -32010, w.body[:300]
+        assert w.code == -31401, w.body[:300]
     if not (binding == "JSONRPC" and version == "0.3"):  # 0.3 JSON-RPC errors carry no ErrorInfo
         assert w.reason == "UNAUTHENTICATED", w.body[:300]
 
 
 def assert_forbidden(w: Wire, binding: str, version: str) -> None:
-    """Section 3.3.2 / 7.5: HTTP 403 (JSON-RPC error -32011) or gRPC PERMISSION_DENIED."""
+    """Section 3.3.2 / 7.5: HTTP 403 (JSON-RPC error -31403) or gRPC PERMISSION_DENIED."""
     assert w.status == refused(binding, 403, "PERMISSION_DENIED"), (w.status, w.body[:300])
     if binding == "JSONRPC":
-        assert w.code == -32011, w.body[:300]
+        assert w.code == -31403, w.body[:300]
     if not (binding == "JSONRPC" and version == "0.3"):
         assert w.reason == "PERMISSION_DENIED", w.body[:300]
 
@@ -279,14 +279,14 @@ def assert_forbidden(w: Wire, binding: str, version: str) -> None:
 async def test_a_request_without_credentials_gets_401_with_a_challenge(env: Env, binding: str, version: str,
                                                                        op: str) -> None:
     """Sections 7.4 and 3.3.2: every request of every binding is authenticated; without credentials the answer
-    is HTTP 401 carrying a WWW-Authenticate challenge (and, for JSON-RPC, an error body with code -32010),
+    is HTTP 401 carrying a WWW-Authenticate challenge (and, for JSON-RPC, an error body with code -31401),
     or gRPC UNAUTHENTICATED with the challenge in the trailing metadata."""
     w = await wire(env, binding, version, op)
     assert_unauthenticated(w, binding, version)
 
 
 async def test_the_jsonrpc_401_body_is_a_jsonrpc_error_with_a_null_id(env: Env) -> None:
-    """Section 9 (JSON-RPC errors) with 7.4: the 401 body is a JSON-RPC 2.0 error response, code -32010 and a
+    """Section 9 (JSON-RPC errors) with 7.4: the 401 body is a JSON-RPC 2.0 error response, code -31401 and a
     message saying what to send; the challenge names both accepted forms. Its id is null: a stranger's body is
     never read nor parsed (issue 28, item 7), so the request's id is not known (JSON-RPC 2.0 section 5)."""
     async with httpx.AsyncClient(timeout=WAIT) as http:
@@ -297,7 +297,7 @@ async def test_the_jsonrpc_401_body_is_a_jsonrpc_error_with_a_null_id(env: Env) 
     assert resp.status_code == 401
     body = resp.json()
     assert body["jsonrpc"] == "2.0" and body["id"] is None and "result" not in body
-    assert body["error"]["code"] == -32010 and "X-API-Key" in body["error"]["message"]
+    assert body["error"]["code"] == -31401 and "X-API-Key" in body["error"]["message"]
     challenge = resp.headers["www-authenticate"]
     assert challenge.startswith("ApiKey ") and "Bearer" in challenge
 
@@ -321,7 +321,7 @@ async def test_authentication_comes_before_validating_the_request(env: Env, bind
     assert resp.status_code == 401, (resp.status_code, resp.text[:300])
     assert "www-authenticate" in resp.headers
     if binding == "JSONRPC":
-        assert resp.json()["error"]["code"] == -32010, resp.text[:300]
+        assert resp.json()["error"]["code"] == -31401, resp.text[:300]
 
 
 @pytest.mark.parametrize("binding, version", pairs())

@@ -141,14 +141,14 @@ def get_task(srv: LiveServer, key: str | None, **headers: str) -> httpx.Response
 
 
 def test_bad_api_keys_are_throttled_per_address(strict: LiveServer) -> None:
-    """LIMIT refused keys from one address: 401 each; then that address gets 429 + Retry-After (-32012) whatever it
+    """LIMIT refused keys from one address: 401 each; then that address gets 429 + Retry-After (-31429) whatever it
     sends, the right key included, on the API and the dashboard login alike; another client (a trusted proxy's
     X-Forwarded-For) is not affected; once the failures leave the window, the address is let in again."""
     for i in range(LIMIT):
         resp = get_task(strict, f"pk_0000000000000000_wrong{i}")
         assert resp.status_code == 401, resp.text
     refused = get_task(strict, ADMIN_KEY)
-    assert refused.status_code == 429 and refused.json()["error"]["code"] == -32012, refused.text
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == -31429, refused.text
     assert 1 <= int(refused.headers["Retry-After"]) <= 60
     with httpx.Client(base_url=strict.url, timeout=WAIT) as http:
         login = log_in(http)

@@ -8,7 +8,7 @@ the server runs. Keys that share a `--principal` share their tasks; keys with th
 do not.
 
 A2A 1.0 section 7.4 (the server authenticates every request; rejected credentials get the binding's
-authentication error: HTTP 401 / JSON-RPC -32010 here) and section 7.5 (authorization on the authenticated
+authentication error: HTTP 401 / JSON-RPC -31401 here) and section 7.5 (authorization on the authenticated
 identity: which tasks a principal sees), with section 3.3.2 (a task that is not accessible is
 TaskNotFoundError, never revealed).
 """
@@ -39,7 +39,7 @@ from .secured import (
     uid,
 )
 
-UNAUTHENTICATED = -32010
+UNAUTHENTICATED = -31401
 TASK_NOT_FOUND = -32001
 COLUMNS = {"id", "agent", "name", "scopes", "principal", "created", "last used", "expires", "state"}
 
@@ -183,7 +183,7 @@ def test_an_expiry_in_the_past_is_a_precise_error(tmp_path: Path) -> None:
 
 
 def test_revoke_stops_a_key_on_a_running_server_within_a_second(live: tuple[Served, Path]) -> None:
-    """Section 7.4: a revoked key is rejected (HTTP 401, WWW-Authenticate, -32010) by the running server
+    """Section 7.4: a revoked key is rejected (HTTP 401, WWW-Authenticate, -31401) by the running server
     within the documented second, while the other keys keep working; `keys list` says `revoked`."""
     srv, db = live
     url = srv.agent_url("echo")
@@ -206,7 +206,7 @@ def test_revoke_stops_a_key_on_a_running_server_within_a_second(live: tuple[Serv
 
 def test_an_expired_key_is_refused(live: tuple[Served, Path]) -> None:
     """Section 3.3.2 ("expired API key" is an authentication error) and 7.4: a key made with `--expires` a
-    few seconds ahead works until then and is refused (401, -32010) once it has expired; `keys list` says
+    few seconds ahead works until then and is refused (401, -31401) once it has expired; `keys list` says
     `expired`. (The wait is the key's own lifetime, polled with a deadline.)"""
     srv, db = live
     url = srv.agent_url("echo")

@@ -15,7 +15,7 @@ failures, never pace the test.
 
 Spec: A2A 1.0 section 3.3.2 (system errors: "rate limit exceeded", retry guidance such as Retry-After;
 validation errors name the parameter), 5.4 / 9.5 / 10.6 / 11.6 (one error, mapped per binding: JSON-RPC
--32012 here, HTTP 429 with a google.rpc.Status + ErrorInfo RATE_LIMITED, gRPC RESOURCE_EXHAUSTED with the
+-31429 here, HTTP 429 with a google.rpc.Status + ErrorInfo RATE_LIMITED, gRPC RESOURCE_EXHAUSTED with the
 ErrorInfo in grpc-status-details-bin), 3.1.2 / 3.1.6 (streams and subscriptions), 3.4 (multi-turn: a task
 continued with its taskId), 7.4 (every request authenticated: the principal the buckets are keyed by).
 """
@@ -282,7 +282,7 @@ def reasons(details: list[dict[str, Any]] | None) -> list[str]:
 
 
 def assert_rate_limited(resp: httpx.Response, binding: str = "JSONRPC", retry_after: str | None = None) -> str:
-    """A refusal by a limit: 429 with Retry-After, the RATE_LIMITED reason (JSON-RPC -32012, or a
+    """A refusal by a limit: 429 with Retry-After, the RATE_LIMITED reason (JSON-RPC -31429, or a
     google.rpc.Status body); returns its message."""
     assert resp.status_code == 429, (resp.status_code, resp.text)
     assert resp.headers.get("retry-after", "").isdigit(), resp.headers
@@ -290,7 +290,7 @@ def assert_rate_limited(resp: httpx.Response, binding: str = "JSONRPC", retry_af
         assert resp.headers["retry-after"] == retry_after, resp.headers
     if binding == "JSONRPC":
         err = rpc_error(resp)
-        assert err["code"] == -32012, err
+        assert err["code"] == -31429, err
         assert reasons(err.get("data")) == ["RATE_LIMITED"], err
     else:
         err = resp.json()["error"]
@@ -447,7 +447,7 @@ async def test_successful_responses_carry_the_ratelimit_fields_and_r_counts_down
     `RateLimit-Policy: "default";q=4;w=240` (the bucket holds 4 and refills in 240 s) and `RateLimit:
     "default";r=<left>;t=<s>`, both valid Structured Field items; q and w stay put while r counts down 3, 2, 1,
     0 (t is within (0, 60]: one token accrues a minute). The fifth request is 429 with r=0, the same policy and
-    Retry-After equal to the `t` of its RateLimit field; JSON-RPC says -32012 (RATE_LIMITED), HTTP+JSON a
+    Retry-After equal to the `t` of its RateLimit field; JSON-RPC says -31429 (RATE_LIMITED), HTTP+JSON a
     google.rpc.Status with ErrorInfo RATE_LIMITED. The refused send made no task."""
     srv = start(LimitSettings(requests_per_minute=1, burst=4))
     await srv.keys("p1")
@@ -582,7 +582,7 @@ async def test_a_per_agent_override_applies_to_that_agent_only(start):
 async def test_streams_per_principal_refuses_the_stream_over_the_limit_and_a_freed_slot_is_reused(start):
     """streams_per_principal=2, over every agent and binding. p1 holds two streams open (a JSON-RPC
     SendStreamingMessage and an HTTP+JSON message:stream, each to an agent waiting on its gate). Her third
-    stream is refused: JSON-RPC SendStreamingMessage and SubscribeToTask are 429 (Retry-After, -32012, a message
+    stream is refused: JSON-RPC SendStreamingMessage and SubscribeToTask are 429 (Retry-After, -31429, a message
     saying so), gRPC SendStreamingMessage is RESOURCE_EXHAUSTED with retry-after metadata. Her unary calls are
     served, and p2's stream is served. When one of her streams ends (its task completes), a new stream of hers
     is accepted; with that one held open, the next is refused again (exactly one slot was freed)."""
@@ -697,7 +697,7 @@ async def test_tasks_per_agent_refuses_new_tasks_but_not_a_conversation_in_progr
 async def test_max_subscribers_per_task_refuses_the_next_subscriber_naming_the_setting(start):
     """max_subscribers_per_task=2 (A2A 3.1.6): one task followed by a JSON-RPC 1.0 SubscribeToTask stream and a
     JSON-RPC 0.3 tasks/resubscribe stream. A third subscriber is refused, over every binding, before any event:
-    JSON-RPC 429 (-32012) and HTTP+JSON 429 with a message naming the task and
+    JSON-RPC 429 (-31429) and HTTP+JSON 429 with a message naming the task and
     `limits.max_subscribers_per_task`, gRPC SubscribeToTask RESOURCE_EXHAUSTED with the same message. Another
     task can still be followed. When the client closes one subscription, the server frees its place (a bounded
     wait for the server's count), a new (gRPC) subscriber is accepted, and the one after it is refused again;
@@ -850,7 +850,7 @@ def write_config(path: Path, agents_table: str) -> Path:
 def test_parley_serve_config_enforces_a_per_agent_limit_from_the_file(tmp_path: Path):
     """`parley serve --config parley.toml` (a real process; open on loopback, so every caller is the anonymous
     principal): `[server.limits]` gives a burst of 5, `[server.limits.agents.interviewer]` a burst of 2.
-    `interviewer` announces q=2;w=120 and refuses the third request (429, Retry-After = t, -32012); `echo`
+    `interviewer` announces q=2;w=120 and refuses the third request (429, Retry-After = t, -31429); `echo`
     announces q=5;w=300 and serves the same caller's requests."""
     config = write_config(tmp_path / "parley.toml", "interviewer")
     with served("--config", str(config), cwd=tmp_path) as srv, httpx.Client(timeout=WAIT) as http:

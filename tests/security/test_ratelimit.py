@@ -198,7 +198,7 @@ async def test_a_refusal_is_429_with_retry_after_and_the_same_fields():
     for _ in range(2):
         await limiter.acquire(access(), ALICE)
     err = await refused(limiter, access(), ALICE)
-    assert (err.http_status, err.grpc_status, err.code) == (429, "RESOURCE_EXHAUSTED", -32012)
+    assert (err.http_status, err.grpc_status, err.code) == (429, "RESOURCE_EXHAUSTED", -31429)
     assert err.headers == {"Retry-After": "20", "RateLimit-Policy": '"default";q=2;w=40',
                            "RateLimit": '"default";r=0;t=20'}
     clock.advance(12.5)
@@ -628,7 +628,7 @@ def final_state(events: list[dict[str, Any]]) -> str:
 async def test_the_request_after_the_burst_gets_429_with_retry_after_and_the_ratelimit_fields(live, binding):
     """3 requests a minute, burst 3: the first three ListTasks of a principal pass, each telling what is left
     (r=2, 1, 0; the next token in 20 s); the fourth is HTTP 429 with Retry-After: 20, the same fields and
-    the RATE_LIMITED reason (JSON-RPC code -32012); 19 s later still refused (Retry-After: 1); at 20 s it
+    the RATE_LIMITED reason (JSON-RPC code -31429); 19 s later still refused (Retry-After: 1); at 20 s it
     passes again."""
     srv = live(LimitSettings(requests_per_minute=3, burst=3))
     url = srv.url("quick")
@@ -644,7 +644,7 @@ async def test_the_request_after_the_burst_gets_429_with_retry_after_and_the_rat
         assert resp.headers["retry-after"] == "20"
         assert resp.headers["ratelimit-policy"] == '"default";q=3;w=60'
         assert resp.headers["ratelimit"] == '"default";r=0;t=20'
-        assert error_reason(binding, resp) == ((-32012 if binding == "JSONRPC" else None), "RATE_LIMITED")
+        assert error_reason(binding, resp) == ((-31429 if binding == "JSONRPC" else None), "RATE_LIMITED")
         srv.clock.advance(19)
         resp = await list_tasks(http, binding, url, "alice")
         assert (resp.status_code, resp.headers["retry-after"], resp.headers["ratelimit"]) == (
@@ -725,7 +725,7 @@ async def test_an_open_stream_counts_against_streams_per_principal_and_its_end_f
 
             second = await jsonrpc(http, quick, "SendStreamingMessage", {"message": message("again")}, "alice")
             assert second.status_code == 429 and second.headers["retry-after"] == "1"
-            assert second.json()["error"]["code"] == -32012
+            assert second.json()["error"]["code"] == -31429
             assert second.headers["ratelimit"] == '"default";r=99;t=1'  # its own bucket, on another agent
             sub = await jsonrpc(http, slow, "SubscribeToTask", {"id": task_id}, "alice")
             assert sub.status_code == 429
@@ -781,7 +781,7 @@ async def test_tasks_per_agent_refuses_a_new_task_while_the_limit_runs_and_accep
 
         bob = await jsonrpc(http, slow, "SendMessage", {"message": message("second")}, "bob")
         assert bob.status_code == 429 and bob.headers["retry-after"] == "1"
-        assert bob.json()["error"]["code"] == -32012
+        assert bob.json()["error"]["code"] == -31429
         assert (await jsonrpc(http, slow, "ListTasks", {}, "bob")).json()["result"]["tasks"] == []
         other = await jsonrpc(http, quick, "SendMessage", {"message": message("elsewhere")}, "bob")
         assert other.status_code == 200 and other.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"

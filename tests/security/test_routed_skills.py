@@ -62,7 +62,7 @@ def send(live: LiveServer, token: str, text: str, task_id: str | None = None) ->
 async def test_a_message_routed_to_a_skill_needs_its_scopes(server) -> None:
     live, tokens = server
     refused = send(live, tokens["plain"], "my warranty claim")
-    assert refused["status"] == 403 and refused["error"]["code"] == -32011, refused
+    assert refused["status"] == 403 and refused["error"]["code"] == -31403, refused
     assert refused["error"]["message"] == ("This message is routed to skill 'claims' of agent 'specialist', "
                                            "which needs the scopes {claims}")
     listed = httpx.post(f"{live.url}/a2a/front", headers={"A2A-Version": "1.0", "X-API-Key": tokens["plain"]},

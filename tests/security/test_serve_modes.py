@@ -50,7 +50,7 @@ from .secured import (
     served,
 )
 
-UNAUTHENTICATED = -32010
+UNAUTHENTICATED = -31401
 DEV_WARNING = ("WARNING", "no credentials configured", "development mode")
 
 
@@ -140,7 +140,7 @@ def test_a_non_loopback_address_with_a_key_starts_without_insecure(db: str) -> N
 def test_once_a_key_exists_requests_without_a_key_get_401(db: str) -> None:
     """Section 7.4 and 3.3.2: a key made in the server's --db while it runs in development mode secures it
     within the documented second: from then on a request without a key gets HTTP 401 with a
-    WWW-Authenticate challenge (JSON-RPC error -32010), `parley send` without a key fails with that error,
+    WWW-Authenticate challenge (JSON-RPC error -31401), `parley send` without a key fails with that error,
     and with the key (`--api-key`, or PARLEY_API_KEY) it works. The card now declares the API-key scheme."""
     with served("--db", db) as srv:
         url = srv.agent_url("echo")
@@ -152,7 +152,7 @@ def test_once_a_key_exists_requests_without_a_key_get_401(db: str) -> None:
         assert resp.status_code == 401, resp.text
         assert "X-API-Key" in resp.headers.get("www-authenticate", "")
         assert error_of(resp)["code"] == UNAUTHENTICATED
-        one_error_line(cli("send", srv.url, "no key"), "-32010")
+        one_error_line(cli("send", srv.url, "no key"), "-31401")
         out = ok("--api-key", key.token, "send", srv.url, "with a key").stdout
         assert "completed" in out and "with a key" in out
         assert "completed" in ok("send", srv.url, "from the environment", env={"PARLEY_API_KEY": key.token}).stdout

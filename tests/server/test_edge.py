@@ -42,7 +42,7 @@ def test_an_open_server_refuses_a_foreign_host_or_origin_on_every_binding(server
     rpc = httpx.post(f"{url}/a2a/echo", json=LIST, headers={**V1, **headers})
     assert rpc.status_code == 403, rpc.text
     error = rpc.json()["error"]
-    assert error["code"] == -32011 and "loopback" in error["message"], error
+    assert error["code"] == -31403 and "loopback" in error["message"], error
     message = status_error(httpx.get(f"{url}/a2a/echo/tasks", headers={**V1, **headers}), 403, "UNTRUSTED_HOST")
     assert "evil.example" in message or "null" in message
     status_error(httpx.get(f"{url}/.well-known/agent-card.json", headers=headers), 403, "UNTRUSTED_HOST")

@@ -136,7 +136,7 @@ def _params_for(method: str):
 
 def _good(method: str):
     v1 = method in v1_0.METHODS
-    version = st.sampled_from(["1.0"] * 8 + [None, "1.1"]) if v1 else st.sampled_from([None] * 8 + ["0.3", "1.0"])
+    version = st.sampled_from(["1.0"] * 8 + [None, "1.2"]) if v1 else st.sampled_from([None] * 8 + ["0.3", "1.0"])
     return st.tuples(good_ids, _params_for(method), version).map(
         lambda t: ({"jsonrpc": "2.0", "id": t[0], "method": method, "params": t[1]}, t[2]))
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from parley.protocol import v0_3, v1_0
+from parley.protocol import v0_3, v1_0, v1_1
 from parley.protocol.errors import (
     InvalidParamsError,
     InvalidRequestError,
@@ -152,7 +152,7 @@ def test_negotiate_version(header: str | None, version: str) -> None:
     assert negotiate_version(header) == version
 
 
-@pytest.mark.parametrize("header", ["2.0", "0.2", "1.1", "abc", "v1.0", "1.x", "0.4"])
+@pytest.mark.parametrize("header", ["2.0", "0.2", "1.2", "abc", "v1.0", "1.x", "0.4"])
 def test_unsupported_versions(header: str) -> None:
     with pytest.raises(VersionNotSupportedError) as info:
         negotiate_version(header)
@@ -174,20 +174,20 @@ def test_malformed_versions_are_not_versions(header: str) -> None:
     with pytest.raises(VersionNotSupportedError) as info:
         negotiate_version(header)
     assert "is not a version" in info.value.message
-    assert "supported: 0.3, 1.0" in info.value.message
+    assert "supported: 0.3, 1.0, 1.1" in info.value.message
 
 
-@pytest.mark.parametrize("header", ["2.0", "0.2", "1.1", "0", "2", "0.4.1"])
+@pytest.mark.parametrize("header", ["2.0", "0.2", "1.2", "0", "2", "0.4.1"])
 def test_well_formed_unsupported_versions_say_so(header: str) -> None:
     with pytest.raises(VersionNotSupportedError) as info:
         negotiate_version(header)
     assert "is not supported" in info.value.message
-    assert "supported: 0.3, 1.0" in info.value.message
+    assert "supported: 0.3, 1.0, 1.1" in info.value.message
 
 
 def test_version_header_and_supported_versions() -> None:
     assert VERSION_HEADER == "A2A-Version"  # the header name of the A2A specification
-    assert SUPPORTED_VERSIONS == ("0.3", "1.0")
+    assert SUPPORTED_VERSIONS == ("0.3", "1.0", "1.1")  # 1.1: the dev-1.1 draft (generation)
 
 
 @pytest.mark.parametrize("method", sorted(v1_0.METHODS))
@@ -200,6 +200,10 @@ def test_v1_methods_need_v1(method: str) -> None:
     for header in ("1.0", "1.0.3"):
         req = parse_request(envelope(method), header)
         assert req.dialect is v1_0
+        assert req.op is v1_0.METHODS[method]
+    for header in ("1.1", "1.1.0"):  # the A2A 1.1 draft: the 1.0 methods, the 1.1 dialect (generation)
+        req = parse_request(envelope(method), header)
+        assert req.dialect is v1_1 and req.dialect.VERSION == "1.0"
         assert req.op is v1_0.METHODS[method]
 
 

@@ -13,7 +13,7 @@ import pytest
 from parley.protocol import models as m
 from parley.protocol.codec import copy
 from parley.protocol.errors import InvalidParamsError
-from parley.tasks.log import Entry, apply, now_iso, trim_history
+from parley.tasks.log import Entry, apply, counts, generation_of, now_iso, stamp, trim_history
 from parley.tasks.log import fold as log_fold
 from parley.tasks.memory_store import MemoryTaskStore
 from parley.tasks.store import (
@@ -73,9 +73,37 @@ def history_texts(task: m.Task) -> list[tuple[str, str]]:
 def test_first_entry_is_a_copy_of_the_task() -> None:
     task = new_task()
     snap = apply(None, Entry(1, task))
+    assert snap.generation == 1 and task.generation is None  # A2A 1.1 section 3.2.7: a task starts at 1
+    snap.generation = None
     assert snap == task and snap is not task
     snap.history.append(msg("x", "x"))  # type: ignore[union-attr]
     assert len(task.history or []) == 1
+
+
+def test_generation_counts_status_and_artifact_events_only() -> None:
+    """A2A 1.1 section 3.2.7: 1 at creation, +1 per status or artifact update, user messages not counted; a
+    task that says its generation keeps it; folding a run of appended chunks at once counts each chunk."""
+    assert counts(status(S.WORKING)) and counts(art("a", m.Part(text="x")))
+    assert not counts(msg("u", "x")) and not counts(new_task())
+    assert generation_of(new_task()) == 1
+    events = [status(S.WORKING), art("a", m.Part(text="x")), art("a", m.Part(text="y"), append=True),
+              art("a", m.Part(text="z"), append=True), status(S.INPUT_REQUIRED), msg("u2", "more")]
+    assert fold(new_task(), *events).generation == 6
+    assert log_fold(apply(None, new_task()), events).generation == 6  # the chunks folded as one run
+    started = new_task()
+    started.generation = 7
+    assert apply(None, started).generation == 7
+    assert trim_history(fold(new_task(), status(S.WORKING)), 0).generation == 2
+
+
+def test_stamp_writes_the_generation_after_each_counting_event() -> None:
+    """Section 3.2.7: each event carries the task's generation after it, never two events with one."""
+    task = fold(new_task(), status(S.WORKING))
+    events = [art("a", m.Part(text="x")), msg("u2", "more"), status(S.COMPLETED)]
+    stamp(task, events)
+    assert [getattr(e, "generation", None) for e in events] == [3, None, 4]
+    stamp(new_task(), events[2:])
+    assert events[2].generation == 2
 
 
 def test_entry_kinds() -> None:

@@ -13,13 +13,14 @@ from httpx_sse import SSEError, aconnect_sse
 
 from parley.client.errors import ClientError
 from parley.protocol import models as m
-from parley.protocol import v0_3, v1_0
+from parley.protocol import v0_3, v1_0, v1_1
 from parley.protocol.errors import A2AError, InvalidAgentResponseError, InvalidParamsError, error_from_jsonrpc
 from parley.protocol.operations import Operation
 from parley.telemetry import hooks as telemetry
 
 _METHOD_NAMES: dict[str, dict[Operation, str]] = {
     "1.0": {op: name for name, op in v1_0.METHODS.items()},
+    "1.1": {op: name for name, op in v1_1.METHODS.items()},  # the dev-1.1 draft: generation (docs/protocol.md)
     "0.3": {op: name for name, op in v0_3.METHODS.items()},
 }
 
@@ -43,7 +44,7 @@ class JsonRpcTransport:
         self.http = http
         self.url = url
         self.version = version
-        self.dialect: types.ModuleType = v1_0 if version == "1.0" else v0_3
+        self.dialect: types.ModuleType = {"1.0": v1_0, "1.1": v1_1}.get(version, v0_3)
         self._ids = itertools.count(1)
 
     def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -81,7 +82,7 @@ class JsonRpcTransport:
         headers = self._headers({"Accept": "text/event-stream"})
         if last_event_id is not None:
             headers["Last-Event-ID"] = last_event_id
-        decode = v1_0.decode_stream_event if self.version == "1.0" else _decode_v03_event
+        decode = v1_0.decode_stream_event if self.version in ("1.0", "1.1") else _decode_v03_event
         try:
             async with aconnect_sse(self.http, "POST", self.url, json=self._body(op, request), headers=headers) as src:
                 ctype = src.response.headers.get("content-type", "")

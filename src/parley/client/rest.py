@@ -194,6 +194,8 @@ def error_from_response(status: int, body: Any, op: Operation, url: str) -> Exce
     cls = _BY_REASON.get(reason) if isinstance(reason, str) else None
     if cls is None and isinstance(body, dict):
         cls = e.error_class(body.get("code"))
+        if cls is e.TaskGenerationMismatchError and status == 401:  # an older Parley's -32010 (one release)
+            cls = e.UnauthenticatedError
     if cls is None:
         if status == 404:
             cls = e.TaskNotFoundError if op in _TASK_OPS else e.MethodNotFoundError

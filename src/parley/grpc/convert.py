@@ -109,8 +109,9 @@ _FAST_REQUESTS = frozenset({Operation.SEND, Operation.STREAM, Operation.GET})
 _FAST_RESULTS = frozenset({Operation.SEND, Operation.GET, Operation.CANCEL})
 
 
-def decode_request(op: Operation, message: ProtoMessage) -> Any:
-    """A request message as the canonical request of `op` (InvalidParamsError if it does not validate)."""
+def decode_request(op: Operation, message: ProtoMessage, dialect: Any = v1_0) -> Any:
+    """A request message as the canonical request of `op` (InvalidParamsError if it does not validate); the
+    dialect :mod:`parley.protocol.v1_1` keeps the A2A 1.1 fields (generation)."""
     try:
         if op in _FAST_REQUESTS:
             try:
@@ -121,7 +122,7 @@ def decode_request(op: Operation, message: ProtoMessage) -> Any:
             data = json_format.MessageToDict(message)
     except (json_format.SerializeToJsonError, ValueError) as exc:  # NaN in a Struct, a timestamp out of range
         raise InvalidParamsError(unrepresentable(str(exc))) from None
-    return v1_0.decode(op, data)
+    return dialect.decode(op, data)
 
 
 def unrepresentable(text: str) -> str:
@@ -134,16 +135,16 @@ def unrepresentable(text: str) -> str:
     return f"Invalid params: `{field}` holds a value JSON cannot carry ({found.group(2).rstrip('.')})"
 
 
-def encode_result(op: Operation, result: Any) -> ProtoMessage:
+def encode_result(op: Operation, result: Any, dialect: Any = v1_0) -> ProtoMessage:
     """The canonical result of a unary operation as its response message."""
     if op is Operation.PUSH_DELETE:
         return empty_pb2.Empty()
-    return _encode(v1_0.encode_result(op, result), RESPONSES[op], op in _FAST_RESULTS)
+    return _encode(dialect.encode_result(op, result), RESPONSES[op], op in _FAST_RESULTS)
 
 
-def encode_event(event: Any) -> pb.StreamResponse:
+def encode_event(event: Any, dialect: Any = v1_0) -> pb.StreamResponse:
     """A streamed canonical event as a StreamResponse."""
-    return _encode(v1_0.encode_event(event), pb.StreamResponse, True)
+    return _encode(dialect.encode_event(event), pb.StreamResponse, True)
 
 
 def _encode(data: Any, cls: type[ProtoMessage], quick: bool = False) -> Any:

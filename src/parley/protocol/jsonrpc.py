@@ -11,7 +11,7 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
-from parley.protocol import v0_3, v1_0
+from parley.protocol import v0_3, v1_0, v1_1
 from parley.protocol.codec import dumps, loads
 from parley.protocol.errors import (
     A2AError,
@@ -23,7 +23,7 @@ from parley.protocol.errors import (
 from parley.protocol.operations import Operation
 
 VERSION_HEADER = "A2A-Version"
-SUPPORTED_VERSIONS = ("0.3", "1.0")
+SUPPORTED_VERSIONS = ("0.3", "1.0", "1.1")  # 1.1: the dev-1.1 draft (docs/protocol.md)
 
 RequestId = str | int | None
 
@@ -99,7 +99,7 @@ def parse_request(body: bytes, version_header: str | None) -> RpcRequest:
     if method in v0_3.METHODS:
         return RpcRequest(request_id, method, v0_3.METHODS[method], v0_3, params)
     if method in v1_0.METHODS:
-        if version != "1.0":
+        if version not in ("1.0", "1.1"):
             raise EnvelopeError(
                 request_id,
                 VersionNotSupportedError(
@@ -107,7 +107,8 @@ def parse_request(body: bytes, version_header: str | None) -> RpcRequest:
                     f"send the header `{VERSION_HEADER}: 1.0`"
                 ),
             )
-        return RpcRequest(request_id, method, v1_0.METHODS[method], v1_0, params)
+        dialect = v1_1 if version == "1.1" else v1_0
+        return RpcRequest(request_id, method, v1_0.METHODS[method], dialect, params)
     raise EnvelopeError(request_id, MethodNotFoundError(f"Method not found: {method!r}"))
 
 

@@ -125,6 +125,7 @@ class Task(Base):
     artifacts: list[Artifact] | None = None
     history: list[Message] | None = None
     metadata: dict[str, Any] | None = None
+    generation: int | None = None  # A2A 1.1 section 3.2.7 (tasks.log counts it; only 1.1 answers carry it)
 
 
 class TaskStatusUpdateEvent(Base):
@@ -134,6 +135,7 @@ class TaskStatusUpdateEvent(Base):
     context_id: str
     status: TaskStatus
     metadata: dict[str, Any] | None = None
+    generation: int | None = None  # the task's generation after this event (A2A 1.1 section 3.2.7)
 
 
 class TaskArtifactUpdateEvent(Base):
@@ -145,6 +147,7 @@ class TaskArtifactUpdateEvent(Base):
     append: bool = False
     last_chunk: bool = False
     metadata: dict[str, Any] | None = None
+    generation: int | None = None  # the task's generation after this event (A2A 1.1 section 3.2.7)
 
 
 StreamEvent = Task | Message | TaskStatusUpdateEvent | TaskArtifactUpdateEvent
@@ -175,6 +178,7 @@ class SendMessageConfiguration(Base):
     task_push_notification_config: TaskPushNotificationConfig | None = None
     history_length: int | None = None
     return_immediately: bool = False
+    if_generation_match: int | None = None  # A2A 1.1 section 3.2.2: refuse a follow-up to a task that moved on
 
 
 class SendMessageRequest(Base):
@@ -192,6 +196,7 @@ class GetTaskRequest(Base):
     id: NonEmptyStr
     history_length: int | None = None
     tenant: str | None = None
+    current_generation: int | None = None  # A2A 1.1 section 3.2.7: long-poll until the generation exceeds it
 
 
 class ListTasksRequest(Base):

@@ -17,6 +17,7 @@ from parley.protocol.codec import invalid as _bad
 from parley.protocol.codec import json_type as _json_type
 from parley.protocol.operations import Operation
 from parley.protocol.states import is_interrupted, is_terminal
+from parley.protocol.v1_0 import without_1_1
 
 VERSION = "0.3"
 FULL_VERSION = "0.3.0"
@@ -267,7 +268,7 @@ def encode_event(event: m.StreamEvent, *, interrupted_final: bool = True) -> dic
     `final` marks the last event of the stream: a terminal state, and an interrupted one when
     it ends the stream (`interrupted_final`: a send's stream does, a subscription does not).
     """
-    data = to_wire(event)
+    data = to_wire(without_1_1(event))  # 0.3 has no generation (A2A 1.1)
     if isinstance(event, m.Task):
         return task_to_v03(data)
     if isinstance(event, m.Message):
@@ -300,6 +301,7 @@ def encode_result(op: Operation, result: Any) -> Any:
     """Encode the result of a unary operation in 0.3 shape."""
     if op is Operation.SEND:
         return encode_event(result)
+    result = without_1_1(result)  # 0.3 has no generation (A2A 1.1)
     if op in (Operation.GET, Operation.CANCEL):
         return task_to_v03(to_wire(result))
     if op is Operation.LIST:

@@ -50,6 +50,7 @@ from parley.protocol.codec import json_type as _json_type
 from parley.protocol.operations import Operation
 from parley.protocol.states import is_interrupted, is_terminal
 from parley.protocol.v0_3_cards import security_to_v03
+from parley.protocol.v1_0 import without_1_1
 
 VERSION = "0.3"
 FULL_VERSION = "0.3.0"
@@ -594,7 +595,7 @@ def task_to_v03(task: dict[str, Any]) -> dict[str, Any]:
 
 
 def _event_body(event: m.StreamEvent, interrupted_final: bool = True) -> tuple[str, dict[str, Any]]:
-    data = to_wire(event)
+    data = to_wire(without_1_1(event))  # 0.3 has no generation (A2A 1.1)
     if isinstance(event, m.Task):
         return "task", task_to_v03(data)
     if isinstance(event, m.Message):
@@ -672,6 +673,7 @@ def encode_result(op: Operation, result: Any) -> Any:
     """Encode the result of a unary operation as 0.3 ProtoJSON."""
     if op is Operation.SEND:
         return encode_event(result)  # SendMessageResponse: {task} or {message}
+    result = without_1_1(result)  # 0.3 has no generation (A2A 1.1)
     if op in (Operation.GET, Operation.CANCEL):
         return task_to_v03(to_wire(result))
     if op is Operation.LIST:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from parley.protocol import models as m
 from parley.protocol.codec import from_wire, to_wire
 from parley.protocol.operations import Operation
@@ -57,25 +59,100 @@ def decode(op: Operation, params: Any) -> Any:
 
     1.0 JSON is ProtoJSON: proto field names (`context_id`) are read like the JSON names (`contextId`),
     at any depth; an object that gives one field under both names is refused (A2A 1.0 section 5.5).
+    The A2A 1.1 fields (`currentGeneration`, `ifGenerationMatch`) are ignored, as 1.0 ignores unknown fields.
     """
-    return from_wire(params if params is not None else {}, REQUEST_TYPES[op], proto_names=True)
+    return without_1_1(decode_1_1(op, params))
+
+
+def decode_1_1(op: Operation, params: Any) -> Any:
+    """`decode` keeping the A2A 1.1 fields (:mod:`parley.protocol.v1_1`). They are int64: ProtoJSON writes them
+    as decimal strings (gRPC requests come through it), and either form is read."""
+    params = params if params is not None else {}
+    if isinstance(params, dict) and op in _INT64_FIELDS:
+        params = _int64s(params, op)
+    return from_wire(params, REQUEST_TYPES[op], proto_names=True)
+
+
+# Where the A2A 1.1 int64 fields sit in a request's params: (object path, JSON name, proto name).
+_INT64_FIELDS: dict[Operation, tuple[tuple[str, ...], str, str]] = {
+    Operation.GET: ((), "currentGeneration", "current_generation"),
+    Operation.SEND: (("configuration",), "ifGenerationMatch", "if_generation_match"),
+    Operation.STREAM: (("configuration",), "ifGenerationMatch", "if_generation_match"),
+}
+
+
+def _int64s(params: dict[str, Any], op: Operation) -> dict[str, Any]:
+    """`params` with its 1.1 int64 field read from a decimal string (a copy; the rest left to validation)."""
+    path, *names = _INT64_FIELDS[op]
+    holder: Any = params
+    for key in path:
+        holder = holder.get(key) if isinstance(holder, dict) else None
+    if not isinstance(holder, dict):
+        return params
+    fixed = {k: _as_int(v) if k in names else v for k, v in holder.items()}
+    if fixed == holder:
+        return params
+    if not path:
+        return fixed
+    return {**params, path[0]: fixed}
+
+
+def _as_int(value: Any) -> Any:
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        return int(value)
+    return value
+
+
+def without_1_1(value: Any) -> Any:
+    """`value` without what A2A 1.1 added (section 3.2.7 `generation`, `currentGeneration`, `ifGenerationMatch`):
+    a 1.0 client sees what it saw before 1.1 and cannot ask for what 1.1 added."""
+    kind = type(value)
+    if kind in _GENERATION_CARRIERS and value.generation is not None:
+        return msgspec.structs.replace(value, generation=None)
+    if kind is m.ListTasksResponse and any(t.generation is not None for t in value.tasks):
+        return msgspec.structs.replace(value, tasks=[without_1_1(t) for t in value.tasks])
+    if kind is m.GetTaskRequest and value.current_generation is not None:
+        return msgspec.structs.replace(value, current_generation=None)
+    if kind is m.SendMessageRequest and value.configuration is not None \
+            and value.configuration.if_generation_match is not None:
+        config = msgspec.structs.replace(value.configuration, if_generation_match=None)
+        return msgspec.structs.replace(value, configuration=config)
+    return value
+
+
+_GENERATION_CARRIERS = (m.Task, m.TaskStatusUpdateEvent, m.TaskArtifactUpdateEvent)
 
 
 def encode_send_result(result: m.Task | m.Message) -> dict[str, Any]:
     """SendMessageResponse: `{"task": ...}` or `{"message": ...}`."""
+    return encode_send_result_1_1(without_1_1(result))
+
+
+def encode_send_result_1_1(result: m.Task | m.Message) -> dict[str, Any]:
+    """`encode_send_result` with the task's generation (A2A 1.1)."""
     return {_STREAM_KEYS[type(result)]: to_wire(result)}
 
 
 def encode_event(event: m.StreamEvent, *, interrupted_final: bool = True) -> dict[str, Any]:
     """StreamResponse: one of task, message, statusUpdate, artifactUpdate (1.0 has no `final`: the
     stream's end says it, so `interrupted_final` changes nothing here)."""
+    return encode_event_1_1(without_1_1(event))
+
+
+def encode_event_1_1(event: m.StreamEvent, *, interrupted_final: bool = True) -> dict[str, Any]:
+    """`encode_event` with the generation (A2A 1.1 section 3.2.7)."""
     return {_STREAM_KEYS[type(event)]: to_wire(event)}
 
 
 def encode_result(op: Operation, result: Any) -> Any:
     """Encode the result of a unary operation."""
+    return encode_result_1_1(op, without_1_1(result))
+
+
+def encode_result_1_1(op: Operation, result: Any) -> Any:
+    """`encode_result` with the generations (A2A 1.1)."""
     if op is Operation.SEND:
-        return encode_send_result(result)
+        return encode_send_result_1_1(result)
     if op is Operation.PUSH_DELETE:
         return None
     return to_wire(result)
@@ -110,5 +187,5 @@ def decode_stream_event(data: Any) -> m.StreamEvent:
 
 
 def encode_request(op: Operation, request: Any) -> Any:
-    """Client side: a canonical request as 1.0 params."""
-    return to_wire(request)
+    """Client side: a canonical request as 1.0 params (without the 1.1 fields)."""
+    return to_wire(without_1_1(request))

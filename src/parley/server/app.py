@@ -172,6 +172,7 @@ class HttpServer:
         security = await self.runtime.security.card_security()
         base = base_url(request, self.settings)
         doc = self.runtime.cards.document(agent_id, url, v1=_wants_v1(request), security=security,
+                                          v1_1=_wants_v1_1(request),
                                           signing_key=await self.runtime.card_signer.active(),
                                           jku=base + JWKS_PATH)
         return _card_response(request, doc, link=link_header(base))
@@ -300,6 +301,12 @@ def _wants_v1(request: Request) -> bool:
     raw = request.headers.get("a2a-version") or request.query_params.get("A2A-Version") or ""
     head = raw.strip().split(".")[0]
     return head.isdigit() and int(head) >= 1
+
+
+def _wants_v1_1(request: Request) -> bool:
+    """Whether the card request asks for A2A 1.1 (its card lists the 1.1 interfaces)."""
+    raw = request.headers.get("a2a-version") or request.query_params.get("A2A-Version") or ""
+    return raw.strip() in ("1.1", "1.1.0")
 
 
 def _card_response(request: Request, doc: CardDocument, *, link: str | None = None) -> Response:

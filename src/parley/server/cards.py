@@ -87,6 +87,17 @@ def card_v1(card: m.AgentCard) -> dict[str, Any]:
     return to_wire(card)
 
 
+def card_v1_1(card: m.AgentCard) -> dict[str, Any]:
+    """The card as a client asking for A2A 1.1 gets it: the 1.0 card, its JSON-RPC and HTTP+JSON interfaces
+    listed again with `protocolVersion` 1.1 (the dev-1.1 draft: generation), after the others. A 1.0 client
+    (no or another A2A-Version) gets the 1.0 card unchanged."""
+    data = card_v1(card)
+    data["supportedInterfaces"] = [*data["supportedInterfaces"], *(
+        {**i, "protocolVersion": "1.1"} for i in data["supportedInterfaces"]
+        if i.get("protocolVersion") == "1.0" and i.get("protocolBinding") in (JSONRPC, HTTP_JSON))]
+    return data
+
+
 def card_v03(card: m.AgentCard) -> dict[str, Any]:
     """The card with the 0.3 connection fields added (for clients without a version), its security in 0.3 form."""
     data = security_to_v03(to_wire(card))
@@ -154,20 +165,22 @@ class Cards:
 
     def document(self, agent_id: str, agent_url: str, *, v1: bool,
                  security: CardSecurity | None = None, signing_key: SigningKey | None = None,
-                 jku: str = "") -> CardDocument:
-        """The serialised card: pure 1.0 (`v1`), or with the 0.3 connection fields; signed with `signing_key`
-        (its JWKS at `jku`) over the 1.0 form in both cases, which is what an SDK rebuilds from either."""
+                 jku: str = "", v1_1: bool = False) -> CardDocument:
+        """The serialised card: pure 1.0 (`v1`; with the 1.1 interfaces too if `v1_1`), or with the 0.3
+        connection fields; signed with `signing_key` (its JWKS at `jku`) over the 1.0 form (the 1.1 form for a
+        1.1 client) in every case, which is what an SDK rebuilds from either."""
         kid = signing_key.kid if signing_key is not None else None
-        key = (agent_id, agent_url, v1, security.requirements if security is not None else None, kid, jku)
+        key = (agent_id, agent_url, v1, v1_1, security.requirements if security is not None else None, kid, jku)
         doc = self._documents.get(key)
         if doc is not None:
             self._documents.move_to_end(key)
             return doc
         card = self.card(agent_id, agent_url, security)
-        data = card_v1(card) if v1 else card_v03(card)
+        data = (card_v1_1(card) if v1_1 else card_v1(card)) if v1 else card_v03(card)
         modified = self.modified_at
         if signing_key is not None:
-            data["signatures"] = [signature(card_v1(card), signing_key, jku)]
+            signed = card_v1_1(card) if v1 and v1_1 else card_v1(card)
+            data["signatures"] = [signature(signed, signing_key, jku)]
             modified = max(modified, signing_key.retired_at or signing_key.created_at)
         doc = document(data, modified)
         self._documents[key] = doc
@@ -176,4 +189,4 @@ class Cards:
         return doc
 
 
-__all__ = ["CardOptions", "Cards", "build_card", "card_v03", "card_v1", "document", "interfaces"]
+__all__ = ["CardOptions", "Cards", "build_card", "card_v03", "card_v1", "card_v1_1", "document", "interfaces"]

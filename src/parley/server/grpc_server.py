@@ -38,6 +38,7 @@ from google.protobuf.message import DecodeError
 from google.rpc import error_details_pb2, status_pb2
 
 from parley.grpc import a2a_pb2_grpc, convert
+from parley.protocol import v1_0, v1_1
 from parley.protocol.errors import (
     A2AError,
     InternalError,
@@ -67,7 +68,7 @@ LAST_EVENT_ID_KEY = "last-event-id"
 def status_details(error: A2AError) -> bytes:
     """The serialised google.rpc.Status (with an ErrorInfo) for `error`."""
     code = grpc.StatusCode[error.grpc_status]
-    info = error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN)
+    info = error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN, metadata=error.info or {})
     detail = any_pb2.Any()
     detail.Pack(info)
     status = status_pb2.Status(code=code.value[0], message=error.message, details=[detail])
@@ -158,16 +159,17 @@ class ParleyA2AServicer(a2a_pb2_grpc.A2AServiceServicer):
             if isinstance(request, Undecodable):
                 raise InvalidRequestError(f"Invalid request: the bytes are not a {request.what} ({request.reason})")
             versions = _metadata(context, VERSION_KEY)
-            if versions and negotiate_version(versions[-1]) != "1.0":
+            if versions and negotiate_version(versions[-1]) not in ("1.0", "1.1"):
                 raise VersionNotSupportedError(
-                    f"a2a-version {versions[-1]!r} is not supported by the gRPC binding, which is A2A 1.0 only"
+                    f"a2a-version {versions[-1]!r} is not supported by the gRPC binding, which is A2A 1.0 "
+                    "(and the 1.1 draft) only"
                 )
             extensions: set[str] = set()
             for value in _metadata(context, EXTENSIONS_KEY):
                 extensions.update(u.strip() for u in value.split(",") if u.strip())
             agent_id = self._agent(getattr(request, "tenant", ""))
             resume = _last_event_id(_metadata(context, LAST_EVENT_ID_KEY)) if op is Operation.SUBSCRIBE else None
-            return Call(agent_id, op, convert.decode_request(op, request), "1.0", extensions=frozenset(extensions),
+            return Call(agent_id, op, convert.decode_request(op, request, _dialect(context)), "1.0", extensions=frozenset(extensions),
                         last_event_id=resume, agent_url=lambda: self._http_url(agent_id))
 
         return decode
@@ -190,7 +192,7 @@ class ParleyA2AServicer(a2a_pb2_grpc.A2AServiceServicer):
         try:
             outcome = await self.pipeline.serve("GRPC", credentials_of(context), self._decoder(op, request, context))
             _send_headers(context, outcome.headers)
-            return convert.encode_result(op, outcome.result)
+            return convert.encode_result(op, outcome.result, _dialect(context))
         except A2AError as exc:
             await abort(context, exc)
         except Exception:
@@ -205,8 +207,9 @@ class ParleyA2AServicer(a2a_pb2_grpc.A2AServiceServicer):
             events = outcome.events
             assert events is not None
             _send_headers(context, outcome.headers)
+            dialect = _dialect(context)
             async for entry in events:
-                yield convert.encode_event(entry.event)
+                yield convert.encode_event(entry.event, dialect)
         except StreamsEnded:  # the server is stopping: a retryable status, resumed with last-event-id
             await context.abort(grpc.StatusCode.UNAVAILABLE,
                                 "the server is stopping; resubscribe with last-event-id to continue")
@@ -218,6 +221,15 @@ class ParleyA2AServicer(a2a_pb2_grpc.A2AServiceServicer):
         finally:
             if events is not None:
                 await events.aclose()
+
+
+def _dialect(context: grpc.aio.ServicerContext) -> Any:
+    """A2A 1.1 (generation) when the call's `a2a-version` metadata asks for it, else 1.0."""
+    versions = _metadata(context, VERSION_KEY)
+    try:
+        return v1_1 if versions and negotiate_version(versions[-1]) == "1.1" else v1_0
+    except A2AError:
+        return v1_0
 
 
 def _last_event_id(values: list[str]) -> int | None:

@@ -52,7 +52,7 @@ def error_body(request_id: Any, error: A2AError, version: str) -> bytes:
                 "@type": "type.googleapis.com/google.rpc.ErrorInfo",
                 "reason": error.reason,
                 "domain": ERROR_DOMAIN,
-                "metadata": {},
+                "metadata": error.info or {},
             }
         ]
     return dumps(body)

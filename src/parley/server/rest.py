@@ -28,8 +28,8 @@ from typing import Any
 
 from starlette.requests import Request
 
-from parley.protocol import v1_0
-from parley.protocol.errors import VersionNotSupportedError
+from parley.protocol import v1_0, v1_1
+from parley.protocol.errors import A2AError, VersionNotSupportedError
 from parley.protocol.jsonrpc import negotiate_version
 from parley.protocol.names import typed_fields
 from parley.protocol.operations import Operation
@@ -68,8 +68,15 @@ class RestEndpoint(RestBinding):
         """`application/a2a+json`, unless the request's Accept prefers `application/json` (section 11.1)."""
         return negotiate_json(request.headers.get("accept"))
 
+    def dialect_for(self, request: Request) -> Any:
+        """1.1 (with `generation`, `?currentGeneration=`) when the request asks for it, else 1.0."""
+        try:
+            return v1_1 if negotiate_version(version_requested(request)) == "1.1" else v1_0
+        except A2AError:
+            return v1_0  # check_version says why
+
     def check_version(self, request: Request, path: str) -> None:
-        if negotiate_version(version_requested(request)) != "1.0":
+        if negotiate_version(version_requested(request)) not in ("1.0", "1.1"):
             raise VersionNotSupportedError(
                 f"{request.method} /{path.strip('/')} is an A2A 1.0 HTTP+JSON operation but the request asks "
                 "for 0.3 (no A2A-Version header); send the header `A2A-Version: 1.0`"

@@ -129,7 +129,8 @@ def status_obj(error: A2AError) -> dict[str, Any]:
             "code": error.http_status,
             "status": error.grpc_status,
             "message": error.message,
-            "details": [{"@type": ERROR_INFO, "reason": error.reason, "domain": ERROR_DOMAIN, "metadata": {}}],
+            "details": [{"@type": ERROR_INFO, "reason": error.reason, "domain": ERROR_DOMAIN,
+                         "metadata": error.info or {}}],
         }
     }
 
@@ -173,7 +174,7 @@ class RestEndpoint:
         async def decode() -> Call:
             self.check_version(request, path)
             params = await self._params(request, found)
-            req = self.dialect.decode(found.op, params)
+            req = self.dialect_for(request).decode(found.op, params)
             resume = last_event_id(request) if found.op is Operation.SUBSCRIBE else None
             return Call(agent_id, found.op, req, self.binding_version, extensions=requested_extensions(request),
                         last_event_id=resume, agent_url=agent_url, idle=self.keepalive)
@@ -185,10 +186,10 @@ class RestEndpoint:
         op = outcome.call.op
         if outcome.events is not None:
             headers = {**SSE_HEADERS, **outcome.headers} if outcome.headers else SSE_HEADERS
-            return EventStreamResponse(self._sse(outcome.events, op), headers=headers)
+            return EventStreamResponse(self._sse(outcome.events, op, self.dialect_for(request)), headers=headers)
         if op is Operation.PUSH_DELETE:
             return Response(b"{}", media_type=media, headers=outcome.headers)
-        return Response(dumps(self.dialect.encode_result(op, outcome.result)), media_type=media,
+        return Response(dumps(self.dialect_for(request).encode_result(op, outcome.result)), media_type=media,
                         headers=outcome.headers)
 
     def _error(self, error: A2AError, media: str) -> Response:
@@ -208,6 +209,10 @@ class RestEndpoint:
         accept = request.headers.get("accept", "")
         ctype = request.headers.get("content-type", "")
         return A2A_JSON if A2A_JSON in accept or ctype.startswith(A2A_JSON) else JSON
+
+    def dialect_for(self, request: Request) -> Any:
+        """The dialect that reads and writes `request` (the binding's, unless a subclass negotiates)."""
+        return self.dialect
 
     def check_version(self, request: Request, path: str) -> None:
         """Refuse requests that ask for another protocol version than this binding's."""
@@ -234,14 +239,14 @@ class RestEndpoint:
             params[key] = value
         return params
 
-    async def _sse(self, events: AsyncIterator[Entry | None], op: Operation) -> AsyncIterator[bytes]:
+    async def _sse(self, events: AsyncIterator[Entry | None], op: Operation, dialect: Any) -> AsyncIterator[bytes]:
         ends_when_settled = op is not Operation.SUBSCRIBE  # a subscription goes on through input-required
         try:
             async for entry in events:
                 if entry is None:
                     yield KEEPALIVE_FRAME
                     continue
-                encoded = self.dialect.encode_event(entry.event, interrupted_final=ends_when_settled)
+                encoded = dialect.encode_event(entry.event, interrupted_final=ends_when_settled)
                 yield sse_frame(dumps(encoded), entry.seq)
         except StreamsEnded:
             yield STOPPING_FRAME

@@ -41,6 +41,8 @@ from parley.log_throttle import Throttled
 from parley.protocol import models as m
 from parley.protocol.errors import (
     InvalidParamsError,
+    RateLimitedError,
+    TaskGenerationMismatchError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -50,7 +52,7 @@ from parley.settings import LimitSettings
 from parley.tasks.bus import EventBus, LocalBus
 from parley.tasks.commit_retry import StoreUnreachable, commit_with_retry
 from parley.tasks.follow import StopWhen, follow_log
-from parley.tasks.log import Entry, apply, fold, now_iso, trim_history
+from parley.tasks.log import Entry, apply, counts, fold, generation_of, now_iso, stamp, trim_history
 from parley.tasks.store import (
     Commit,
     DuplicateMessage,
@@ -239,6 +241,7 @@ class TaskEngine:
         self._background: set[asyncio.Task] = set()
         self._heartbeat: asyncio.Task | None = None
         self._unregister = self.bus.on_cancel(self._on_cancel_request)
+        self._long_polls: dict[str, int] = {}
 
     def running(self, agent_id: str) -> int:
         """How many tasks of `agent_id` this process runs now (the rate limiter's `tasks_per_agent`)."""
@@ -286,6 +289,7 @@ class TaskEngine:
         """Give events their sequence numbers and fold them into a new snapshot (the committed one stays)."""
         rec = run.record
         seq = rec.seq
+        stamp(rec.task, events)
         entries = [Entry(seq + i, ev) for i, ev in enumerate(events, 1)]
         rec.task = fold(rec.task, events)
         rec.seq = seq + len(entries)
@@ -492,7 +496,7 @@ class TaskEngine:
         msg.context_id = msg.context_id or new_id()
         task = m.Task(id=task_id, context_id=msg.context_id,
                       status=m.TaskStatus(state=m.TaskState.SUBMITTED, timestamp=now_iso()),
-                      history=[msg], metadata=req.metadata)
+                      history=[msg], metadata=req.metadata, generation=1)
         now = time.time()
         parent = msg.reference_task_ids[0] if msg.reference_task_ids else None  # who delegated this task, if anyone
         return TaskRecord(task=task, agent_id=agent.id, owner=owner, seq=1, created_at=now, updated_at=now,
@@ -593,6 +597,7 @@ class TaskEngine:
                         key: MessageKey, push: StoredPushConfig | None = None) -> Submission:
         msg = req.message
         state = rec.task.status.state
+        check_generation(rec.task, req.configuration)
         if msg.context_id and msg.context_id != rec.task.context_id:
             raise InvalidParamsError(
                 f"Invalid params: message contextId {msg.context_id!r} does not match task {rec.task.id}'s "
@@ -798,7 +803,38 @@ class TaskEngine:
         """A task snapshot, with at most `historyLength` messages."""
         _check_history_length(req.history_length)
         rec = await self._visible(agent_id, owner, req.id)
+        if req.current_generation is not None and generation_of(rec.task) <= req.current_generation:
+            rec = await self._await_generation(agent_id, owner, rec, req.current_generation)
         return trim_history(rec.task, req.history_length)
+
+    async def _await_generation(self, agent_id: str, owner: str, rec: TaskRecord, current: int) -> TaskRecord:
+        """A2A 1.1 section 3.2.7 long-poll: the task once its generation exceeds `current`, or as it is after
+        `limits.long_poll_seconds` (or at once if it is terminal: it cannot move any more). At most
+        `limits.long_polls_per_principal` polls of one principal are held at a time; one more is refused (RateLimitedError).
+        The wait follows the log (store, then bus): it sees a change made by any replica."""
+        if is_terminal(rec.task.status.state):
+            return rec
+        held = self._long_polls.get(owner, 0)
+        if held >= self.limits.long_polls_per_principal:
+            raise RateLimitedError(
+                f"Too many held GetTask long-polls (currentGeneration): {held} of this caller are waiting, the "
+                f"limit is {self.limits.long_polls_per_principal}; retry when one returns", headers={"Retry-After": "1"})
+        self._long_polls[owner] = held + 1
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.limits.long_poll_seconds):
+                    entries = self.follow(rec.task.id, rec.seq, state=rec.task.status.state, until=is_terminal)
+                    async with contextlib.aclosing(entries):
+                        async for entry in entries:
+                            if entry is not None and counts(entry.event):
+                                break
+        finally:
+            left = self._long_polls[owner] - 1
+            if left:
+                self._long_polls[owner] = left
+            else:
+                del self._long_polls[owner]
+        return await self._visible(agent_id, owner, rec.task.id)
 
     async def list(self, agent_id: str, owner: str, req: m.ListTasksRequest) -> m.ListTasksResponse:
         """A page of the owner's tasks on this agent, newest update first."""
@@ -808,7 +844,8 @@ class TaskEngine:
         for rec in page.records:
             t = trim_history(rec.task, req.history_length)
             if not req.include_artifacts and t.artifacts is not None:
-                t = m.Task(id=t.id, context_id=t.context_id, status=t.status, history=t.history, metadata=t.metadata)
+                t = m.Task(id=t.id, context_id=t.context_id, status=t.status, history=t.history, metadata=t.metadata,
+                           generation=t.generation)
             tasks.append(t)
         return m.ListTasksResponse(
             tasks=tasks, next_page_token=encode_cursor(page.next_cursor), page_size=query.page_size,
@@ -1086,6 +1123,17 @@ def _newest_within(messages: list[m.Message], count: int, size: int) -> list[m.M
         kept.append(msg)
     kept.reverse()
     return kept
+
+
+def check_generation(task: m.Task, config: m.SendMessageConfiguration | None) -> None:
+    """A2A 1.1 section 3.2.2: a follow-up with `ifGenerationMatch` other than the task's generation is refused
+    (TaskGenerationMismatchError) before anything is written."""
+    expected = config.if_generation_match if config is not None else None
+    if expected is not None and expected != generation_of(task):
+        current = generation_of(task)
+        raise TaskGenerationMismatchError(
+            f"Task generation mismatch: expected {expected} but current generation is {current}",
+            info={"taskId": task.id, "expectedGeneration": str(expected), "currentGeneration": str(current)})
 
 
 def _check_history_length(value: int | None) -> None:

@@ -69,8 +69,13 @@ def apply(task: m.Task | None, event: Entry | m.Task | m.Message | m.TaskStatusU
     """Fold one event into the snapshot (mutates and returns `task`)."""
     ev = event.event if isinstance(event, Entry) else event
     if isinstance(ev, m.Task):
-        return copy(ev)
+        out = copy(ev)
+        if out.generation is None:
+            out.generation = 1
+        return out
     assert task is not None, "the first entry of a log is the task"
+    if counts(ev):
+        task.generation = generation_of(task) + 1
     if isinstance(ev, m.Message):
         # The agent's question (status message) precedes the user's answer in history.
         pending = task.status.message
@@ -87,6 +92,27 @@ def apply(task: m.Task | None, event: Entry | m.Task | m.Message | m.TaskStatusU
     return task
 
 
+def counts(event: object) -> bool:
+    """Whether an event is a mutation A2A 1.1 section 3.2.7 counts in `generation`: every status and artifact
+    update (one event, one generation; the creation snapshot is generation 1, user messages do not count)."""
+    return type(event) is m.TaskStatusUpdateEvent or type(event) is m.TaskArtifactUpdateEvent
+
+
+def generation_of(task: m.Task) -> int:
+    """The task's generation (a snapshot from before generations were kept counts from 1)."""
+    return task.generation or 1
+
+
+def stamp(task: m.Task, events: Iterable[object]) -> None:
+    """Write on each counting event the generation the task has after it, `task` being the snapshot before them
+    (the engine, as it gives events their sequence numbers: stored with the entry, replayed as it was)."""
+    generation = generation_of(task)
+    for ev in events:
+        if counts(ev):
+            generation += 1
+            ev.generation = generation  # type: ignore[attr-defined]
+
+
 def fold(task: m.Task, events: Iterable[m.Task | m.Message | m.TaskStatusUpdateEvent | m.TaskArtifactUpdateEvent]
          ) -> m.Task:
     """A new snapshot: `task` with `events` applied; `task` itself is left as it was.
@@ -101,7 +127,9 @@ def fold(task: m.Task, events: Iterable[m.Task | m.Message | m.TaskStatusUpdateE
             for ev in group:
                 out = apply(out, ev)
         else:
-            out = apply(out, _joined(list(group)))
+            run = list(group)
+            out = apply(out, _joined(run))
+            out.generation = generation_of(out) + len(run) - 1  # each chunk of the run counts
     return out
 
 
@@ -174,4 +202,5 @@ def trim_history(task: m.Task, history_length: int | None) -> m.Task:
         artifacts=task.artifacts,
         history=keep or None,
         metadata=task.metadata,
+        generation=task.generation,
     )
