@@ -20,6 +20,7 @@ from typing import Any
 from parley.protocol.errors import A2AError, InternalError, ServiceUnavailableError
 from parley.protocol.operations import Operation
 from parley.security.input_limits import check_input
+from parley.security.skill import requested_skill
 from parley.server.access import (
     NO_GRANT,
     Access,
@@ -103,6 +104,8 @@ class Pipeline:
             access = Access(call.agent_id, call.op, binding, call.request)
             principal = await self.principal(access, credentials)
             check_input(call, self.input_limits)  # after authentication: strangers learn nothing of the limits
+            if call.op in (Operation.SEND, Operation.STREAM):
+                requested_skill(call.request)  # one skill or none, on every server: ambiguity is InvalidParams
             await self.authorizer.authorize(access, principal)
             grant = await self.limiter.acquire(access, principal) or NO_GRANT  # None: nothing to report
             ctx = CallContext(agent_id=call.agent_id, principal=principal, version=call.version, binding=binding,

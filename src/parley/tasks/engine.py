@@ -46,6 +46,8 @@ from parley.protocol.errors import (
     UnsupportedOperationError,
 )
 from parley.protocol.states import InvalidTransition, check_transition, is_settled, is_terminal
+from parley.security.skill import requested_skill
+from parley.server.caller import current_caller
 from parley.settings import LimitSettings
 from parley.tasks.bus import EventBus, LocalBus
 from parley.tasks.follow import StopWhen, follow_log
@@ -614,6 +616,7 @@ class TaskEngine:
     def _start(self, run: Run, agent: Agent, msg: m.Message, *, first_turn: bool, metadata: dict | None,
                checkpoint: dict | None = None, context_history: list[m.Message] | None = None) -> None:
         task = run.task
+        caller = current_caller()
         ctx = RunContext(
             task_id=task.id,
             context_id=task.context_id,
@@ -625,6 +628,9 @@ class TaskEngine:
             checkpoint=checkpoint,
             delegator=self.delegator,
             context_history=list(context_history or []),
+            skill=_skill(msg, metadata),
+            principal=caller.id if caller is not None else None,
+            scopes=caller.scopes if caller is not None else frozenset(),
         )
         self.runs[task.id] = run
         run.aio = run.loop.create_task(self._drive(run, agent, ctx, first_turn), name=f"parley-task-{task.id}")
@@ -1058,3 +1064,12 @@ def _newest_within(messages: list[m.Message], count: int, size: int) -> list[m.M
 def _check_history_length(value: int | None) -> None:
     if value is not None and value < 0:
         raise InvalidParamsError("Invalid params: `historyLength` must not be negative")
+
+
+def _skill(msg: m.Message, metadata: dict | None) -> str | None:
+    """The skill the turn's message selects (the pipeline refused an ambiguous one before it got here; a task
+    stored before that check with an ambiguous one selects none)."""
+    try:
+        return requested_skill(m.SendMessageRequest(message=msg, metadata=metadata))
+    except InvalidParamsError:
+        return None
