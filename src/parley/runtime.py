@@ -121,7 +121,8 @@ class Runtime:
             raise ValueError(f"limits.agents names no hosted agent: {', '.join(unknown)} "
                              f"(the agents are: {', '.join(self.agents)})")
         self.counters = self.backends.counters()
-        return Limiter(limits, per_agent=limits.agents, running=self.engine.running, counters=self.counters)
+        return Limiter(limits, per_agent=limits.agents, running=self.engine.running, counters=self.counters,
+                       running_of=self.engine.running_of)
 
     async def start(self) -> None:
         """Connect the stores and the bus, recover what a stopped process left running, then take requests."""

@@ -237,6 +237,11 @@ class TaskEngine:
         """How many tasks of `agent_id` this process runs now (the rate limiter's `tasks_per_agent`)."""
         return sum(1 for run in self.runs.values() if not run.done and run.record.agent_id == agent_id)
 
+    def running_of(self, agent_id: str, owner: str) -> int:
+        """How many tasks of `agent_id` this process runs now for `owner` (the limiter's `tasks_per_principal`)."""
+        return sum(1 for run in self.runs.values()
+                   if not run.done and run.record.agent_id == agent_id and run.record.owner == owner)
+
     # --- lifecycle -------------------------------------------------------------------------------
 
     async def start(self) -> list[str]:
