@@ -28,6 +28,7 @@ from parley.security.keys import KeyStore
 from parley.security.ratelimit import Limiter
 from parley.security.setup import Security
 from parley.server.access import Authenticator, Authorizer, Principal, RateLimiter
+from parley.server.caller import current_caller
 from parley.server.cards import Cards
 from parley.server.local import LocalAgents
 from parley.server.pipeline import Pipeline
@@ -86,7 +87,7 @@ class Runtime:
         self.engine = TaskEngine(self.store, agents, bus=self.bus, delegator=self.delegator,
                                  cancel_child=self.delegator.cancel_link, lease_seconds=self.settings.lease_seconds,
                                  max_history=self.settings.limits.max_history_length,
-                                 limits=self.settings.limits)
+                                 limits=self.settings.limits, caller=current_caller)
         unknown = sorted(set(self.settings.push.agents) - set(agents))
         if unknown:
             raise ValueError(f"push.agents names no hosted agent: {', '.join(unknown)} "

@@ -47,7 +47,6 @@ from parley.protocol.errors import (
 )
 from parley.protocol.states import InvalidTransition, check_transition, is_settled, is_terminal
 from parley.security.skill import requested_skill
-from parley.server.caller import current_caller
 from parley.settings import LimitSettings
 from parley.tasks.bus import EventBus, LocalBus
 from parley.tasks.follow import StopWhen, follow_log
@@ -211,8 +210,12 @@ class TaskEngine:
         observers: list[Observer] | None = None,
         max_history: int | None = None,
         limits: LimitSettings | None = None,
+        caller: Callable[[], Any] | None = None,
     ) -> None:
         self.store = store
+        # The caller of the request being served (an object with `id` and `scopes`, or None), for RunContext:
+        # the runtime passes parley.server.caller.current_caller (the engine knows no binding).
+        self.caller = caller or (lambda: None)
         self.max_history = max_history
         self.limits = limits or LimitSettings()  # what a context's history and a list page may load
         self.agents = agents
@@ -621,7 +624,7 @@ class TaskEngine:
     def _start(self, run: Run, agent: Agent, msg: m.Message, *, first_turn: bool, metadata: dict | None,
                checkpoint: dict | None = None, context_history: list[m.Message] | None = None) -> None:
         task = run.task
-        caller = current_caller()
+        caller = self.caller()
         ctx = RunContext(
             task_id=task.id,
             context_id=task.context_id,
