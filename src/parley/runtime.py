@@ -30,6 +30,7 @@ from parley.security.keys import KeyStore
 from parley.security.ratelimit import Limiter
 from parley.security.setup import Security
 from parley.server.access import Authenticator, Authorizer, Principal, RateLimiter
+from parley.server.caller import current_caller
 from parley.server.card_signing import JWKS_PATH, CardSigner, signature
 from parley.server.cards import Cards, card_v1
 from parley.server.local import LocalAgents
@@ -91,7 +92,7 @@ class Runtime:
                                  cancel_child=self.delegator.cancel_link, lease_seconds=self.settings.lease_seconds,
                                  commit_retry_seconds=self.settings.commit_retry_seconds,
                                  max_history=self.settings.limits.max_history_length,
-                                 limits=self.settings.limits)
+                                 limits=self.settings.limits, caller=current_caller)
         unknown = sorted(set(self.settings.push.agents) - set(agents))
         if unknown:
             raise ValueError(f"push.agents names no hosted agent: {', '.join(unknown)} "
@@ -126,7 +127,8 @@ class Runtime:
             raise ValueError(f"limits.agents names no hosted agent: {', '.join(unknown)} "
                              f"(the agents are: {', '.join(self.agents)})")
         self.counters = self.backends.counters()
-        return Limiter(limits, per_agent=limits.agents, running=self.engine.running, counters=self.counters)
+        return Limiter(limits, per_agent=limits.agents, running=self.engine.running, counters=self.counters,
+                       running_of=self.engine.running_of)
 
     async def start(self) -> None:
         """Connect the stores and the bus, recover what a stopped process left running, then take requests."""

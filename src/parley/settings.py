@@ -63,6 +63,9 @@ class LimitSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     burst: int | None = None  # bucket size (default: a tenth of a minute's requests, at least 1)
     streams_per_principal: int | None = None  # open SSE/gRPC streams at once
     tasks_per_agent: int | None = None  # tasks running at once
+    # of those, how many one principal may run at once (its share of the agent's pool; None: half of
+    # tasks_per_agent, rounded up), so one caller cannot take every slot (issue 28 item 9)
+    tasks_per_principal: int | None = None
     # failed authentications (a refused key, token or dashboard login) per client address within the window,
     # then 429 + Retry-After for that address (parley.security.failures); None: not counted
     auth_failures: int | None = 20
@@ -86,7 +89,7 @@ class LimitSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     long_poll_seconds: float = 30.0
     long_polls_per_principal: int = 8
     # One agent's own rate and task limits (`[server.limits.agents.<id>]`): requests_per_minute, burst,
-    # tasks_per_agent replace the server's for that agent; the input limits are the server's.
+    # tasks_per_agent, tasks_per_principal replace the server's for that agent; the input limits are the server's.
     agents: dict[str, LimitSettings] = msgspec.field(default_factory=dict)
 
 
@@ -282,12 +285,13 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
                 found.append(("auth.jwt.leeway_seconds", "must be between 0 and 300"))
         for where, limits in (("limits", self.limits),
                               *((f"limits.agents.{a}", lim) for a, lim in self.limits.agents.items())):
-            for name in ("requests_per_minute", "burst", "streams_per_principal", "tasks_per_agent"):
+            for name in ("requests_per_minute", "burst", "streams_per_principal", "tasks_per_agent",
+                         "tasks_per_principal"):
                 value = getattr(limits, name)
                 if value is not None and value < 1:
                     found.append((f"{where}.{name}", "must be at least 1 (leave it out for no limit)"))
             if where != "limits" and (limits.streams_per_principal is not None or limits.agents):
-                reason = ("an agent may set requests_per_minute, burst and tasks_per_agent; "
+                reason = ("an agent may set requests_per_minute, burst, tasks_per_agent and tasks_per_principal; "
                           "streams are limited per principal over every agent")
                 found.append((where, reason))
         for name, value in (("max_parts", self.limits.max_parts), ("max_text_bytes", self.limits.max_text_bytes),

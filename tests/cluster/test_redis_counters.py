@@ -25,7 +25,7 @@ import pytest
 from parley.protocol import models as m
 from parley.protocol.errors import RateLimitedError, TaskNotFoundError
 from parley.protocol.operations import Operation
-from parley.security.ratelimit import Limiter, LocalCounters, bucket_key, streams_key, tasks_key
+from parley.security.ratelimit import Limiter, LocalCounters, bucket_key, share_key, streams_key, tasks_key
 from parley.security.redis_counters import RedisCounters, RedisUnavailable
 from parley.server.access import NO_GRANT, Access, Credentials, Principal
 from parley.server.pipeline import Call, Pipeline
@@ -204,6 +204,38 @@ async def test_a_refusal_by_one_limit_gives_back_what_the_others_took(counters: 
     assert err.headers == {"Retry-After": "1", "RateLimit-Policy": '"default";q=5;w=5',
                            "RateLimit": '"default";r=4;t=1'}
     assert await held(counters, streams_key("alice")) == 0
+
+
+async def test_a_principal_takes_only_its_share_of_an_agents_tasks(counters: Counters):
+    """Issue 28 item 9: tasks_per_agent=4 leaves each principal half (2). Alice fills her share and gets 429
+    with Retry-After; Bob still starts tasks; Alice starts again once one of hers is over."""
+    limiter = Limiter(LimitSettings(tasks_per_agent=4), counters=counters)
+    mine = [await limiter.acquire(access(Operation.SEND, request=send_request()), ALICE) for _ in range(2)]
+    err = await refused(limiter, access(Operation.STREAM, request=send_request()), ALICE)
+    assert err.headers == {"Retry-After": "1"}, err.headers
+    assert err.message == ("You are running as many tasks on agent 'echo' as one caller may (2 of its 4); "
+                           "retry when one of them has finished")
+    bobs = [await limiter.acquire(access(Operation.SEND, request=send_request()), BOB) for _ in range(2)]
+    assert await held(counters, tasks_key("echo")) == 4
+    mine.pop().done()
+    again = await limiter.acquire(access(Operation.SEND, request=send_request()), ALICE)
+    for grant in (*mine, *bobs, again):
+        grant.done()
+    assert await held(counters, tasks_key("echo")) == 0
+    assert await held(counters, share_key("echo", "alice")) == 0
+
+
+@REDIS
+async def test_the_share_holds_across_replicas(make: Make):
+    """Two replicas on one Redis: Alice's share is one budget over both; Bob is not held back by it."""
+    one, two = await make(), await make()
+    first = Limiter(LimitSettings(tasks_per_agent=2), counters=one)  # share: 1
+    second = Limiter(LimitSettings(tasks_per_agent=2), counters=two)
+    held_here = await first.acquire(access(Operation.SEND, request=send_request()), ALICE)
+    await refused(second, access(Operation.SEND, request=send_request()), ALICE)
+    bob = await second.acquire(access(Operation.SEND, request=send_request()), BOB)
+    held_here.done()
+    bob.done()
 
 
 class EndlessService:

@@ -649,7 +649,7 @@ async def test_tasks_per_agent_refuses_new_tasks_but_not_a_conversation_in_progr
     message:send over HTTP+JSON: 429, Retry-After, a message naming the agent and the limit) and leaves no task
     behind; another agent is not limited by it. The answer continuing the input-required task is accepted and
     completes. Once one running task completes, a new task is accepted again."""
-    srv = start(LimitSettings(tasks_per_agent=2))
+    srv = start(LimitSettings(tasks_per_agent=2, tasks_per_principal=2))  # the pool alone (p1 may fill it)
     await srv.keys("p1", "p2")
     p1, p2 = srv.tokens["p1"], srv.tokens["p2"]
     work = srv.url("work")
@@ -686,6 +686,39 @@ async def test_tasks_per_agent_refuses_new_tasks_but_not_a_conversation_in_progr
             assert final_state(await events.rest()) == "TASK_STATE_COMPLETED"
         again = task_of(await send(http, work, "ask", p2))
         assert again["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+
+
+async def test_one_principal_fills_only_its_share_of_the_agents_tasks(start):
+    """Issue 28 item 9: tasks_per_agent=4 leaves one principal half (tasks_per_principal defaults to 2). p1
+    starts two tasks that keep running; its third new task is refused (429, Retry-After, a message naming its
+    share), and leaves no task behind; p2 still starts tasks on the same agent. Once one of p1's tasks has
+    finished, p1 starts again. A2A 3.3.2 (429 with Retry-After for a client over a limit)."""
+    srv = start(LimitSettings(tasks_per_agent=4))
+    await srv.keys("p1", "p2")
+    p1, p2 = srv.tokens["p1"], srv.tokens["p2"]
+    work = srv.url("work")
+    async with httpx.AsyncClient(timeout=WAIT) as http:
+        mine = []
+        for name in ("hold-a", "hold-b"):
+            mine.append(task_of(await send(http, work, name, p1, immediately=True)))
+            await srv.gates.reached(name)
+        msg = assert_rate_limited(await send(http, work, "hold-x", p1, immediately=True), retry_after="1")
+        assert msg == ("You are running as many tasks on agent 'work' as one caller may (2 of its 4); "
+                       "retry when one of them has finished"), msg
+        listed = await jsonrpc(http, work, "ListTasks", {}, p1)
+        assert len(listed.json()["result"]["tasks"]) == 2, listed.text
+
+        theirs = task_of(await send(http, work, "hold-c", p2, immediately=True))  # p2 is not held back
+        await srv.gates.reached("hold-c")
+        assert theirs["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
+
+        async with sse_jsonrpc(http, work, "SubscribeToTask", {"id": mine[0]["id"]}, p1) as sub:
+            events = Sse(sub)
+            assert await events.next() is not None
+            srv.gates["hold-a"].open()
+            assert final_state(await events.rest()) == "TASK_STATE_COMPLETED"
+        again = task_of(await send(http, work, "hold-d", p1, immediately=True))
+        assert again["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
 
 
 # =================================================================================================================

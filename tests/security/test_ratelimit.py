@@ -294,7 +294,8 @@ async def test_tasks_per_agent_counts_running_tasks_and_sends_in_flight():
     continuing a task and reading are not; with none running, two sends still in flight fill the limit."""
     counters = LocalCounters(Clock())
     runs = {"echo": 2}
-    limiter = Limiter(LimitSettings(tasks_per_agent=2), running=lambda agent: runs.get(agent, 0), counters=counters)
+    limiter = Limiter(LimitSettings(tasks_per_agent=2, tasks_per_principal=2), running=lambda agent: runs.get(agent, 0),
+                      counters=counters)
     err = await refused(limiter, access(Operation.SEND, request=send_request()), ALICE)
     assert err.headers == {"Retry-After": "1"} and "running" in err.message
     await refused(limiter, access(Operation.STREAM, request=send_request()), ALICE)

@@ -87,6 +87,12 @@ class RunContext:
     # (its artifacts' text) as an agent message. Empty for the first task of a context.
     context_history: list[m.Message] = field(default_factory=list)
     delegator: Any = None  # parley.hub.delegation.Delegator of the server, if any
+    # The one skill the message selects (metadata "parley.skill", checked against the caller's scopes), or None.
+    skill: str | None = None
+    # Who sent this turn's message, for an agent that checks again: the caller's principal id and scopes. A run
+    # resumed after a restart (or taken over by another replica) has no caller: principal None, no scopes.
+    principal: str | None = None
+    scopes: frozenset[str] = frozenset()
 
     def delegate(self, target: str, message: Any = None, **options: Any) -> Any:
         """Hand this turn to another A2A agent (an agent id of this server, a path or a URL).

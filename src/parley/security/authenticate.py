@@ -124,11 +124,26 @@ class CredentialAuthenticator:
             key = await self.keys.check(token) if self.keys is not None else None
             if key is None:
                 raise self.refuse("The API key is not valid: unknown, revoked or expired")
-            return Principal(key.principal, kind="key", scopes=key.scopes, name=key.name or key.id, agent=key.agent_id)
+            return Principal(key.principal, kind="key", scopes=key.scopes, name=key.name or key.id, agent=key.agent_id,
+                             expires_at=key.expires_at, key_id=key.id)
         if self.jwt is None:
             raise self.refuse("The bearer token is not an API key of this server, and no token issuer is configured")
         identity = await self.jwt.verify(token)  # UnauthenticatedError with its own challenge
-        return Principal(token_principal(identity.principal), kind="token", scopes=identity.scopes, token=token)
+        return Principal(token_principal(identity.principal), kind="token", scopes=identity.scopes, token=token,
+                         expires_at=self.jwt.expires_at(identity))
+
+    async def still_valid(self, principal: Principal) -> str | None:
+        """None while the credential `principal` authenticated with still works; else why not (one line).
+        Expiry is the watch's own clock check (Principal.expires_at); this asks the key store about the key."""
+        if principal.key_id is None or self.keys is None:
+            return None
+        if await self.keys.current(principal.key_id) is None:
+            return "The API key is not valid any more: revoked, expired or deleted"
+        return None
+
+    def revocations(self) -> int:
+        """Changes when a key is revoked through this process's key store (open streams re-check at once)."""
+        return self.keys.revocations if self.keys is not None else 0
 
 
 def token_principal(subject: str) -> str:

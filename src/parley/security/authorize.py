@@ -2,7 +2,8 @@
 
 - An API key opens the agent it was made for (admin keys open every agent).
 - A skill may require scopes (its card's `securityRequirements`, 1.0 `AgentSkill`); a message
-  that selects the skill (`metadata["parley.skill"]`, on the message or the request), or that a
+  that selects the skill (`metadata["parley.skill"]`, on the message or the request: one skill,
+  :func:`parley.security.skill.requested_skill`, refused when ambiguous), or that a
   routing rule would send to it (a rule matching one of the skill's tags), is allowed only if the
   principal holds the scopes of one of the skill's requirements.
 - Which tasks a principal sees is not decided here: tasks belong to the principal that made
@@ -20,9 +21,9 @@ from parley.agents.base import Agent
 from parley.protocol import models as m
 from parley.protocol.errors import InvalidParamsError, PermissionDeniedError
 from parley.protocol.operations import Operation
+from parley.security.skill import SKILL_KEY, requested_skill
 from parley.server.access import Access, Principal
 
-SKILL_KEY = "parley.skill"  # metadata key naming the skill a message is for
 
 
 def skill_requirements(skill: m.AgentSkill) -> list[frozenset[str]]:
@@ -42,14 +43,6 @@ def allowed_skill(skill: m.AgentSkill, principal: Principal) -> bool:
     """Whether `principal` holds the scopes of one of the skill's requirements (or it has none)."""
     reqs = skill_requirements(skill)
     return not reqs or any(req <= principal.scopes for req in reqs)
-
-
-def requested_skill(request: Any) -> str | None:
-    """The skill a send request selects, if it names one."""
-    for metadata in (getattr(request, "metadata", None), getattr(getattr(request, "message", None), "metadata", None)):
-        if isinstance(metadata, dict) and isinstance(metadata.get(SKILL_KEY), str):
-            return metadata[SKILL_KEY]
-    return None
 
 
 class ScopeAuthorizer:

@@ -151,6 +151,13 @@ class JwtVerifier:
         self._check_times(claims)
         return TokenIdentity(self._principal(claims), self._scopes(claims), claims)
 
+    def expires_at(self, identity: TokenIdentity) -> float | None:
+        """When a verified token stops being accepted (its `exp` plus the leeway), epoch seconds."""
+        exp = identity.claims.get("exp")
+        if isinstance(exp, bool) or not isinstance(exp, (int, float)):
+            return None
+        return float(exp) + self.settings.leeway_seconds
+
     def security_scheme(self) -> dict[str, Any]:
         """This issuer as an A2A 1.0 AgentCard `SecurityScheme` (the value of one `securitySchemes` entry)."""
         if self.settings.oidc_discovery_url:

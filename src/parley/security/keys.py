@@ -89,6 +89,9 @@ class KeyStore(ABC):
 
     def __init__(self, pepper: bytes) -> None:
         self.pepper = pepper
+        # How many revocations went through this object: open streams of this process re-check their key
+        # before their next frame when it changes (parley.security.credential_watch).
+        self.revocations = 0
 
     async def create(self, agent_id: str, *, name: str = "", scopes: frozenset[str] | None = None,
                      expires_at: float | None = None, principal: str | None = None,
@@ -153,6 +156,12 @@ class KeyStore(ABC):
     @abstractmethod
     async def _delete(self, key_ids: list[str]) -> None: ...
 
+    async def current(self, key_id: str, now: float | None = None) -> ApiKey | None:
+        """Key `key_id` as stored now, if it is still active (not revoked, not expired, not purged)."""
+        stored = await self._get(key_id)
+        now = time.time() if now is None else now
+        return stored.key if stored is not None and stored.key.active(now) else None
+
     @abstractmethod
     async def has_keys(self) -> bool:
         """Whether any key was ever made here, active, revoked or expired: then every request must
@@ -195,6 +204,7 @@ class MemoryKeyStore(KeyStore):
             return None
         if stored.key.revoked_at is None:
             stored.key = replace(stored.key, revoked_at=time.time() if now is None else now)
+        self.revocations += 1
         return stored.key
 
     async def _delete(self, key_ids: list[str]) -> None:
@@ -270,6 +280,7 @@ class SqliteKeyStore(KeyStore):
     async def revoke(self, key_id: str, now: float | None = None) -> ApiKey | None:
         now = time.time() if now is None else now
         self._db.execute("UPDATE api_keys SET revoked_at=? WHERE id=? AND revoked_at IS NULL", (now, key_id))
+        self.revocations += 1
         stored = await self._get(key_id)
         return stored.key if stored is not None else None
 

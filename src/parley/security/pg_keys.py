@@ -96,6 +96,7 @@ class PostgresKeyStore(PostgresTables, KeyStore):
         now = time.time() if now is None else now
         row = await self.pool.fetchrow(f"UPDATE api_keys SET revoked_at=COALESCE(revoked_at, $1) WHERE id=$2 "
                                        f"RETURNING {_COLUMNS}", now, key_id)
+        self.revocations += 1
         return self._key(row)[0] if row is not None else None
 
     async def _delete(self, key_ids: list[str]) -> None:

@@ -18,6 +18,10 @@ configured by :class:`~parley.settings.LimitSettings` (`[server.limits]` in parl
   progress is not cut off. The count is the larger of what `running(agent_id)` reports (the engine's
   runs of that agent) and the sends admitted and still in flight (which closes the window between
   the check and the engine registering the new run, for concurrent sends).
+* **A principal's share of the tasks**: `tasks_per_principal` of an agent's `tasks_per_agent` (default:
+  half, rounded up) may be started by one principal at once, so one caller cannot take every slot and
+  leave everyone else with 429. Counted the same way, per (agent, principal): the larger of the engine's
+  runs of that agent owned by that principal (`running_of`) and that principal's new-task sends in flight.
 
 Every response to a request under a rate limit carries the current state of its bucket, in the
 syntax of draft-ietf-httpapi-ratelimit-headers-11 (Structured Fields, RFC 9651)::
@@ -63,6 +67,7 @@ from parley.settings import LimitSettings
 
 Clock = Callable[[], float]  # seconds, monotonic
 Running = Callable[[str], "int | Awaitable[int]"]  # agent id -> tasks it runs now
+RunningOf = Callable[[str, str], "int | Awaitable[int]"]  # (agent id, principal id) -> that principal's tasks there
 
 POLICY = "default"  # the name of the one request policy in RateLimit-Policy / RateLimit
 EPSILON = 1e-9  # float slack: a token due at time T is there at T
@@ -93,7 +98,7 @@ class RateCounters(Protocol):
     """Where the limiter keeps its counters: token buckets and concurrency slots, by key.
 
     Keys are opaque strings made by the limiter (`rate/<agent>/<principal>`, `streams/<principal>`,
-    `tasks/<agent>`, each part percent-encoded). Each operation must be atomic with respect to every
+    `tasks/<agent>`, `tasks/<agent>/<principal>`, each part percent-encoded). Each operation must be atomic with respect to every
     other process sharing the counters. A shared (Redis) implementation:
 
     * `take`: one Lua script over a hash `{tokens, at}`: refill by `(now - at) * rate` up to `burst`,
@@ -220,6 +225,7 @@ class AgentLimits:
     requests_per_minute: int | None
     burst: int
     tasks: int | None
+    share: int | None = None  # tasks one principal may run at once (None: no share, only `tasks`)
 
     @property
     def rate(self) -> float:
@@ -257,6 +263,7 @@ def resolve(limits: LimitSettings, override: LimitSettings | None = None, *, whe
     `burst` follows its rate: an override that sets `requests_per_minute` but no `burst` gets the
     default burst of its own rate, not the server's burst."""
     rpm, burst, tasks = limits.requests_per_minute, limits.burst, limits.tasks_per_agent
+    share = limits.tasks_per_principal
     if override is not None:
         if override.streams_per_principal is not None:
             raise ValueError(f"{where}.streams_per_principal: streams are limited per principal over every agent; "
@@ -267,12 +274,25 @@ def resolve(limits: LimitSettings, override: LimitSettings | None = None, *, whe
             burst = override.burst
         if override.tasks_per_agent is not None:
             tasks = override.tasks_per_agent
-    for name, value in (("requests_per_minute", rpm), ("burst", burst), ("tasks_per_agent", tasks)):
+        if override.tasks_per_principal is not None:
+            share = override.tasks_per_principal
+    for name, value in (("requests_per_minute", rpm), ("burst", burst), ("tasks_per_agent", tasks),
+                        ("tasks_per_principal", share)):
         if value is not None and value < 1:
             raise ValueError(f"{where}.{name}: must be at least 1 (leave it out for no limit), got {value}")
     if burst is None:
         burst = default_burst(rpm) if rpm is not None else 1
-    return AgentLimits(rpm, burst, tasks)
+    if tasks is None:
+        share = None  # no pool to share (a share alone would be a per-principal pool: set tasks_per_agent)
+    else:
+        share = min(tasks, share if share is not None else default_share(tasks))
+    return AgentLimits(rpm, burst, tasks, share)
+
+
+def default_share(tasks: int) -> int:
+    """A principal's share of an agent's `tasks_per_agent` when `tasks_per_principal` is not set: half,
+    rounded up (a pool of one is its callers' to share in turn)."""
+    return max(1, -(-tasks // 2))
 
 
 # --- the limiter --------------------------------------------------------------------------------------------
@@ -288,6 +308,8 @@ class Limiter:
             unset (None) keep the server's. `streams_per_principal` is server-wide only (ValueError).
         running: how many tasks an agent runs now (`agent_id -> int`, or an awaitable of it); needed for an
             exact `tasks_per_agent`. Without it, only the new-task sends in flight are counted.
+        running_of: how many tasks an agent runs now for one principal (`(agent_id, principal_id) -> int`);
+            the same for the principal's share (`tasks_per_principal`).
         counters: where the counters live (default: :class:`LocalCounters`, this process).
         busy_retry_after: the `Retry-After` seconds of a refusal by a concurrency limit.
         exempt_internal: in-process delegations (principal kind `internal`) take no token and no stream slot.
@@ -295,7 +317,8 @@ class Limiter:
 
     def __init__(self, limits: LimitSettings, *, per_agent: Mapping[str, LimitSettings] | None = None,
                  running: Running | None = None, counters: RateCounters | None = None,
-                 busy_retry_after: int = 1, exempt_internal: bool = True) -> None:
+                 busy_retry_after: int = 1, exempt_internal: bool = True,
+                 running_of: RunningOf | None = None) -> None:
         self.limits = limits
         self.default = resolve(limits)
         self.per_agent = {agent_id: resolve(limits, override, where=f"limits.agents.{agent_id}")
@@ -305,6 +328,7 @@ class Limiter:
             raise ValueError(f"limits.streams_per_principal: must be at least 1, got {streams}")
         self.streams = streams
         self.running = running
+        self.running_of = running_of
         self.counters: RateCounters = counters if counters is not None else LocalCounters()
         self.busy_retry_after = max(1, int(busy_retry_after))
         self.exempt_internal = exempt_internal
@@ -334,6 +358,20 @@ class Limiter:
                 slot = await self.counters.acquire(key, self.streams)
                 if not slot.acquired:
                     raise self._busy(headers, f"Too many open streams: at most {self.streams} at once per caller")
+                held.append((key, slot.token or ""))
+            if plan.share is not None and starts_task(access):
+                mine = (f"You are running as many tasks on agent {agent_id!r} as one caller may "
+                        f"({plan.share} of its {plan.tasks}); retry when one of them has finished")
+                if self.running_of is not None:
+                    running = self.running_of(agent_id, principal.id)
+                    if inspect.isawaitable(running):
+                        running = await running
+                    if running >= plan.share:
+                        raise self._busy(headers, mine)
+                key = share_key(agent_id, principal.id)
+                slot = await self.counters.acquire(key, plan.share)
+                if not slot.acquired:
+                    raise self._busy(headers, mine)
                 held.append((key, slot.token or ""))
             if plan.tasks is not None and starts_task(access):
                 busy = f"Agent {agent_id!r} is running as many tasks as it may ({plan.tasks}); retry later"
@@ -415,5 +453,10 @@ def tasks_key(agent_id: str) -> str:
     return f"tasks/{_part(agent_id)}"
 
 
+def share_key(agent_id: str, principal_id: str) -> str:
+    return f"tasks/{_part(agent_id)}/{_part(principal_id)}"
+
+
 __all__ = ["AgentLimits", "Limiter", "LocalCounters", "RateCounters", "Slot", "Take", "bucket_key",
-           "default_burst", "resolve", "seconds", "starts_task", "streams_key", "tasks_key"]
+           "default_burst", "default_share", "resolve", "seconds", "share_key", "starts_task", "streams_key",
+           "tasks_key"]

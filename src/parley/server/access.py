@@ -27,6 +27,10 @@ class Principal:
     # The bearer token a `token` principal presented, for token exchange on remote hops (parley.hub.remote).
     # Kept in memory for the request and the runs it starts; never stored, compared, hashed or shown.
     token: str | None = field(default=None, compare=False, repr=False)
+    # When the credential stops working on its own (a key's expiry, a token's `exp` plus leeway; epoch seconds),
+    # and the API key it is (revocable): open streams end then (parley.security.credential_watch).
+    expires_at: float | None = field(default=None, compare=False)
+    key_id: str | None = field(default=None, compare=False)
 
     def opens(self, agent_id: str) -> bool:
         """Whether this principal may call `agent_id` at all."""

@@ -1,5 +1,7 @@
 """The request pipeline every binding shares: decode -> authenticate -> authorize -> rate-limit -> service.
 
+Streams are watched: they end with an authentication error when the credential that opened them ends.
+
 A binding (JSON-RPC, HTTP+JSON, gRPC, the trace endpoint, the in-process transport)
 only knows its wire format: it hands the pipeline a `decode` function that turns its
 request into a :class:`Call`, and encodes what comes back. Everything else happens
@@ -19,7 +21,9 @@ from typing import Any
 
 from parley.protocol.errors import A2AError, InternalError, ServiceUnavailableError
 from parley.protocol.operations import Operation
+from parley.security.credential_watch import watched, watched_credential
 from parley.security.input_limits import check_input
+from parley.security.skill import requested_skill
 from parley.server.access import (
     NO_GRANT,
     Access,
@@ -103,6 +107,8 @@ class Pipeline:
             access = Access(call.agent_id, call.op, binding, call.request)
             principal = await self.principal(access, credentials)
             check_input(call, self.input_limits)  # after authentication: strangers learn nothing of the limits
+            if call.op in (Operation.SEND, Operation.STREAM):
+                requested_skill(call.request)  # one skill or none, on every server: ambiguity is InvalidParams
             await self.authorizer.authorize(access, principal)
             grant = await self.limiter.acquire(access, principal) or NO_GRANT  # None: nothing to report
             ctx = CallContext(agent_id=call.agent_id, principal=principal, version=call.version, binding=binding,
@@ -117,6 +123,7 @@ class Pipeline:
                     raise
                 if grant.release is not None:
                     events = _released(events, grant)
+                events = self._watched(events, principal)
                 return Outcome(call, events=telemetry.stream_events(events), headers=headers)  # telemetry
             try:
                 result = await self.service.call(ctx, call.op, call.request)
@@ -138,6 +145,14 @@ class Pipeline:
             err = InternalError()
             telemetry.a2a_error(err)
             raise err from None
+
+    def _watched(self, events: AsyncIterator[Entry | None], principal: Principal) -> AsyncIterator[Entry | None]:
+        """A stream ends when the credential that opened it ends (revoked, expired: credential_watch)."""
+        check = getattr(self.authenticator, "still_valid", None)
+        if check is None or not watched_credential(principal):
+            return events
+        generation = getattr(self.authenticator, "revocations", lambda: 0)
+        return watched(events, principal, check, generation=generation)
 
     async def principal(self, access: Access, credentials: Credentials) -> Principal:
         """The caller: the principal an in-process call carries, else what the authenticator says."""

@@ -48,6 +48,7 @@ from parley.protocol.errors import (
     UnsupportedOperationError,
 )
 from parley.protocol.states import InvalidTransition, check_transition, is_settled, is_terminal
+from parley.security.skill import requested_skill
 from parley.settings import LimitSettings
 from parley.tasks.bus import EventBus, LocalBus
 from parley.tasks.commit_retry import StoreUnreachable, commit_with_retry
@@ -217,9 +218,13 @@ class TaskEngine:
         max_history: int | None = None,
         limits: LimitSettings | None = None,
         commit_retry_seconds: float = COMMIT_RETRY_SECONDS,
+        caller: Callable[[], Any] | None = None,
     ) -> None:
         self.store = store
         self.commit_retry_seconds = commit_retry_seconds
+        # The caller of the request being served (an object with `id` and `scopes`, or None), for RunContext:
+        # the runtime passes parley.server.caller.current_caller (the engine knows no binding).
+        self.caller = caller or (lambda: None)
         self.max_history = max_history
         self.limits = limits or LimitSettings()  # what a context's history and a list page may load
         self.agents = agents
@@ -246,6 +251,11 @@ class TaskEngine:
     def running(self, agent_id: str) -> int:
         """How many tasks of `agent_id` this process runs now (the rate limiter's `tasks_per_agent`)."""
         return sum(1 for run in self.runs.values() if not run.done and run.record.agent_id == agent_id)
+
+    def running_of(self, agent_id: str, owner: str) -> int:
+        """How many tasks of `agent_id` this process runs now for `owner` (the limiter's `tasks_per_principal`)."""
+        return sum(1 for run in self.runs.values()
+                   if not run.done and run.record.agent_id == agent_id and run.record.owner == owner)
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -642,6 +652,7 @@ class TaskEngine:
     def _start(self, run: Run, agent: Agent, msg: m.Message, *, first_turn: bool, metadata: dict | None,
                checkpoint: dict | None = None, context_history: list[m.Message] | None = None) -> None:
         task = run.task
+        caller = self.caller()
         ctx = RunContext(
             task_id=task.id,
             context_id=task.context_id,
@@ -653,6 +664,9 @@ class TaskEngine:
             checkpoint=checkpoint,
             delegator=self.delegator,
             context_history=list(context_history or []),
+            skill=_skill(msg, metadata),
+            principal=caller.id if caller is not None else None,
+            scopes=caller.scopes if caller is not None else frozenset(),
         )
         self.runs[task.id] = run
         run.aio = run.loop.create_task(self._drive(run, agent, ctx, first_turn), name=f"parley-task-{task.id}")
@@ -1139,3 +1153,12 @@ def check_generation(task: m.Task, config: m.SendMessageConfiguration | None) ->
 def _check_history_length(value: int | None) -> None:
     if value is not None and value < 0:
         raise InvalidParamsError("Invalid params: `historyLength` must not be negative")
+
+
+def _skill(msg: m.Message, metadata: dict | None) -> str | None:
+    """The skill the turn's message selects (the pipeline refused an ambiguous one before it got here; a task
+    stored before that check with an ambiguous one selects none)."""
+    try:
+        return requested_skill(m.SendMessageRequest(message=msg, metadata=metadata))
+    except InvalidParamsError:
+        return None
