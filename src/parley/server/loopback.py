@@ -7,12 +7,14 @@ dashboard (docs/security.md, "Modes").
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
 
+@functools.lru_cache(maxsize=256)  # asked on every request of an open server: parse each name once
 def loopback_name(name: str | None) -> bool:
     """Whether a host name is this machine's loopback by its spelling alone."""
     if not name:
