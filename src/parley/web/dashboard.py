@@ -12,6 +12,8 @@
     GET  {root}/keys, POST {root}/keys       API keys: list, create (the token is shown once)
     POST {root}/keys/{id}/revoke             revoke one
     GET  {root}/events                       the change feed as SSE (the live task table)
+    GET  {root}/inspect?url=URL              inspect any A2A agent: its card fetched and checked (parley.web.inspector)
+    POST {root}/inspect/call                 one JSON-RPC call to it, the response checked; /inspect/stream: SSE
     GET  {root}/static/...                   the CSS and JavaScript (no CDN, no build step)
 
 Only an admin principal gets in (a key with the `admin` scope, the admin key from the environment, a
@@ -54,6 +56,8 @@ from parley.web import oidc
 from parley.web.card_check import check_v03, check_v1
 from parley.web.examples import examples
 from parley.web.feed import IDLE, ChangeFeed
+from parley.web.inspector import InspectError, Inspector, parse_headers
+from parley.web.response_check import method_names
 from parley.web.render import STATIC, environment, pretty_json, state_label
 from parley.web.session import CSRF_HEADER, Session, Sessions, csrf_problem
 
@@ -126,6 +130,7 @@ class Dashboard:
         self.feed = ChangeFeed(runtime.store)
         runtime.engine.committed.append(self.feed.nudge)  # the live views hear of local commits at once
         self.templates = environment()
+        self.inspector = Inspector(self.settings.inspect_allow)
 
     def routes(self) -> list[BaseRoute]:
         r = self.root
@@ -147,6 +152,9 @@ class Dashboard:
             Route(f"{r}/keys", self.create_key, methods=["POST"]),
             Route(f"{r}/keys/{{key_id}}/revoke", self.revoke_key, methods=["POST"]),
             Route(f"{r}/events", self.events, methods=["GET"]),
+            Route(f"{r}/inspect", self.inspect_page, methods=["GET"]),
+            Route(f"{r}/inspect/call", self.inspect_call, methods=["POST"]),
+            Route(f"{r}/inspect/stream", self.inspect_stream, methods=["POST"]),
             Mount(f"{r}/static", app=StaticFiles(directory=STATIC), name="dashboard-static"),
         ]
         if self.home_path.rstrip("/") != r:
@@ -522,6 +530,78 @@ class Dashboard:
 
         return EventStreamResponse(frames(), headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
+    # --- the inspector ---------------------------------------------------------------------------
+
+    @_admin
+    async def inspect_page(self, request: Request, viewer: Viewer) -> Response:
+        """A form for an agent URL; with `?url=`, that agent's card fetched (no extra headers), checked, and a
+        console to call it (the calls carry the headers and credential typed there)."""
+        url = (request.query_params.get("url") or "").strip()
+        report, error = None, None
+        if url:
+            try:
+                report = await self.inspector.card(url, {})
+            except InspectError as exc:
+                error = str(exc)
+        return self._page(request, viewer, "inspect.html", status=200 if error is None else 502, url=url,
+                          report=report, error=error,
+                          methods=method_names(report.version) if report is not None else [])
+
+    async def _inspect_args(self, request: Request) -> tuple[Any, str, Any, dict[str, str]]:
+        """(endpoint, method, params, headers) of an inspector call; InspectError for a bad request."""
+        try:
+            body = msgspec.json.decode(await request.body())
+        except msgspec.DecodeError:
+            raise InspectError("the request body is not JSON") from None
+        if not isinstance(body, dict):
+            raise InspectError("the request body must be a JSON object")
+        report = await self.inspector.card(str(body.get("url") or ""), {})
+        chosen = str(body.get("endpoint") or "")
+        jsonrpc = [e for e in report.endpoints if e.binding == "JSONRPC"]
+        endpoint = next((e for e in jsonrpc if e.key == chosen), jsonrpc[0] if jsonrpc and not chosen else None)
+        if endpoint is None:
+            raise InspectError(f"the card offers no JSON-RPC interface {chosen!r} (the inspector calls JSON-RPC)")
+        method = str(body.get("method") or "")
+        if method not in method_names(endpoint.version):
+            raise InspectError(f"unknown method {method!r} for A2A {endpoint.version}")
+        headers = parse_headers(str(body.get("headers") or ""))
+        credential = str(body.get("credential") or "").strip()
+        if credential:
+            name, value = _credential_header(credential)
+            headers[name] = value
+        return endpoint, method, body.get("params"), headers
+
+    @_admin_action
+    async def inspect_call(self, request: Request, viewer: Viewer) -> Response:
+        try:
+            endpoint, method, params, headers = await self._inspect_args(request)
+            exchange = await self.inspector.call(endpoint, method, params, headers)
+        except InspectError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return JSONResponse({"request": exchange.request, "status": exchange.status,
+                             "frames": [_frame_json(f) for f in exchange.frames]},
+                            headers={"Cache-Control": "no-store"})
+
+    @_admin_action
+    async def inspect_stream(self, request: Request, viewer: Viewer) -> Response:
+        """The stream's frames, each checked, as SSE: `event: request`, `event: frame`, `event: error`."""
+        try:
+            endpoint, method, params, headers = await self._inspect_args(request)
+        except InspectError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+
+        async def frames() -> AsyncIterator[bytes]:
+            try:
+                async for item in self.inspector.stream(endpoint, method, params, headers):
+                    if "request" in item:
+                        yield sse_frame(msgspec.json.encode(item["request"]), event="request")
+                    else:
+                        yield sse_frame(msgspec.json.encode(_frame_json(item)), event="frame")
+            except InspectError as exc:
+                yield sse_frame(msgspec.json.encode({"error": str(exc)}), event="error")
+
+        return EventStreamResponse(frames(), headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
     # --- keys -------------------------------------------------------------------------------------
 
     @_admin
@@ -584,6 +664,12 @@ _PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
                                "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
 }
+
+
+def _frame_json(frame: dict[str, Any]) -> dict[str, Any]:
+    """One checked answer for the browser: its body, and each check with `ok` and `what`."""
+    return {"body": frame["body"], "checks": [{"ok": c.ok, "what": c.what} for c in frame["checks"]],
+            "valid": all(c.ok for c in frame["checks"])}
 
 
 def _credentials(credential: str) -> Credentials:

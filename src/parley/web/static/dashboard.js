@@ -1,6 +1,8 @@
 // Parley dashboard: copy buttons, the live task table, live task pages, and the chat panel with its console.
 // Plain ES module, no dependencies, served by Parley itself. Agent text is only ever set with textContent.
 
+import { startInspectors } from "./inspect.js";
+
 const csrf = document.querySelector('meta[name="csrf-token"]')?.content ?? "";
 
 function copyButtons() {
@@ -239,3 +241,4 @@ copyButtons();
 liveTable();
 liveTask();
 for (const root of document.querySelectorAll("section.chat")) new Chat(root);
+startInspectors();
