@@ -57,8 +57,8 @@ from parley.web.card_check import check_v03, check_v1
 from parley.web.examples import examples
 from parley.web.feed import IDLE, ChangeFeed
 from parley.web.inspector import InspectError, Inspector, parse_headers
-from parley.web.response_check import method_names
 from parley.web.render import STATIC, environment, pretty_json, state_label
+from parley.web.response_check import method_names
 from parley.web.session import CSRF_HEADER, Session, Sessions, csrf_problem
 
 PAGE_SIZE = 25

@@ -94,4 +94,4 @@ def _v03_result(method: str, result: Any) -> list[Check]:
     return [*checks, Check(True, "`result` has every property the A2A 0.3 schema requires, with the right types")]
 
 
-__all__ = ["V1_RESULTS", "V03_KINDS", "check_response", "method_names"]
+__all__ = ["V03_KINDS", "V1_RESULTS", "check_response", "method_names"]
