@@ -173,3 +173,10 @@ async def test_an_a2a_sdk_agent_passes_in_both_versions() -> None:
             assert "`result.kind` is one of message, task (got 'task')" in [c["what"] for c in frame["checks"]]
             wrong = await http.post("/ui/inspect/call", json={"url": echo, "method": "message/send", "params": {}})
             assert wrong.status_code == 400 and "unknown method 'message/send' for A2A 1.0" in wrong.json()["error"]
+
+
+def test_a_bad_inspect_allow_entry_is_named() -> None:
+    """`[server.dashboard] inspect_allow` holds CIDRs: anything else is refused at start, naming the entry."""
+    problems = Settings(dashboard=DashboardSettings(inspect_allow=["10.0.0.0/8", "intranet"])).problems()
+    assert ("dashboard.inspect_allow",
+            "dashboard.inspect_allow entry 'intranet' is not an IP address or CIDR network") in problems
