@@ -3,10 +3,12 @@
     GET  {path}                              home: every agent, the hub's routes and delegations
     GET  {root}/login, POST {root}/login     log in with an admin credential; POST {root}/logout
     GET  {root}/login/oidc[/callback]        log in at the configured OIDC provider (parley.web.oidc)
-    GET  {root}/agents/{id}                  one agent: card, card check, examples, chat and console
+    GET  {root}/agents/{id}                  one agent: card, card check, examples, its routes; a link to its chat
+    GET  {root}/agents/{id}/chat             the chat and its console (text and files)
     POST {root}/a2a/{id}                     the chat's JSON-RPC, sent on with the session's credential
     GET  {root}/tasks[/rows]                 tasks of every agent and principal (filters, pages); rows only
     GET  {root}/tasks/{id}                   one task: timeline, messages, artifacts, log, tree, push log
+    GET  {root}/tasks/{id}/answer            its answer as HTML (Markdown rendered as on the task page): the chat
     GET  {root}/tasks/{id}/files/{a}/{p}     an artifact's file part, as a download
     POST {root}/tasks/{id}/cancel            cancel it
     GET  {root}/keys, POST {root}/keys       API keys: list, create (the token is shown once)
@@ -57,6 +59,7 @@ from parley.web.card_check import check_v03, check_v1
 from parley.web.examples import examples
 from parley.web.feed import IDLE, ChangeFeed
 from parley.web.inspector import InspectError, Inspector, parse_headers
+from parley.web.preview import answered, asked
 from parley.web.render import STATIC, environment, pretty_json, state_label
 from parley.web.response_check import method_names
 from parley.web.session import CSRF_HEADER, Session, Sessions, csrf_problem
@@ -142,10 +145,12 @@ class Dashboard:
             Route(f"{r}/login/oidc", self.oidc_start, methods=["GET"]),
             Route(f"{r}/login/oidc/callback", self.oidc_callback, methods=["GET"]),
             Route(f"{r}/agents/{{agent_id}}", self.agent_page, methods=["GET"]),
+            Route(f"{r}/agents/{{agent_id}}/chat", self.chat_page, methods=["GET"]),
             Route(f"{r}/a2a/{{agent_id}}", self.chat_rpc, methods=["POST"]),
             Route(f"{r}/tasks", self.tasks_page, methods=["GET"]),
             Route(f"{r}/tasks/rows", self.task_rows, methods=["GET"]),
             Route(f"{r}/tasks/{{task_id}}", self.task_page, methods=["GET"]),
+            Route(f"{r}/tasks/{{task_id}}/answer", self.task_answer, methods=["GET"]),
             Route(f"{r}/tasks/{{task_id}}/files/{{artifact:int}}/{{part:int}}", self.task_file, methods=["GET"]),
             Route(f"{r}/tasks/{{task_id}}/cancel", self.cancel_task, methods=["POST"]),
             Route(f"{r}/keys", self.keys_page, methods=["GET"]),
@@ -373,8 +378,15 @@ class Dashboard:
         secured = not viewer.open
         return self._page(request, viewer, "agent.html", agent=summary, card=card, card_v1=v1, card_v03=v03,
                           check_v1=check_v1(v1), check_v03=check_v03(v03),
-                          examples=examples(summary["url"], secured=secured), hub=_hub_map(self.runtime),
-                          chat_url=f"{self.root}/a2a/{agent_id}")
+                          examples=examples(summary["url"], secured=secured), hub=_hub_map(self.runtime, agent_id))
+
+    @_admin
+    async def chat_page(self, request: Request, viewer: Viewer) -> Response:
+        agent_id = request.path_params["agent_id"]
+        if agent_id not in self.runtime.agents:
+            return self._page(request, viewer, "error.html", status=404, message=f"No agent {agent_id!r} here.")
+        summary = self._agent_summary(agent_id, base_url(request, self.runtime.settings))
+        return self._page(request, viewer, "chat.html", agent=summary, chat_url=f"{self.root}/a2a/{agent_id}")
 
     @_admin_action
     async def chat_rpc(self, request: Request, viewer: Viewer) -> Response:
@@ -422,7 +434,8 @@ class Dashboard:
         now = time.time()
         rows = [{"id": r.task.id, "agent": r.agent_id, "owner": r.owner, "context": r.task.context_id,
                  "state": state_label(r.task.status.state), "created": r.created_at,
-                 "duration": _duration(r, now)} for r in page.records]
+                 "duration": _duration(r, now), "asked": asked(r.task), "answered": answered(r.task)}
+                for r in page.records]
         nxt = encode_cursor(page.next_cursor)
         next_query = urlencode({**{k: v for k, v in filters.items() if v and k != "page"}, "page": nxt}) if nxt else ""
         return {"rows": rows, "next": next_query, "first": not filters["page"]}, filters
@@ -468,6 +481,15 @@ class Dashboard:
         return self._page(request, viewer, "task.html", rec=rec, task=rec.task, log=log, timeline=timeline,
                           more=len(entries) == LOG_LIMIT and rec.seq > LOG_LIMIT, tree=tree, push=push,
                           settled=is_settled(rec.task.status.state), parts=_parts)
+
+    @_admin
+    async def task_answer(self, request: Request, viewer: Viewer) -> Response:
+        """A task's artifacts (or, without any, its status message) rendered as the task page renders them."""
+        rec = await self.runtime.store.get(request.path_params["task_id"])
+        if rec is None:
+            return JSONResponse({"error": "no such task"}, status_code=404)
+        html = self.templates.get_template("answer.html").render(root=self.root, task=rec.task, parts=_parts)
+        return HTMLResponse(html, headers=_PAGE_HEADERS)
 
     @_admin
     async def task_file(self, request: Request, viewer: Viewer) -> Response:
@@ -757,8 +779,9 @@ def _parts(parts: list[m.Part]) -> list[dict[str, Any]]:
     return shown
 
 
-def _hub_map(runtime: Runtime) -> dict[str, Any]:
-    """The hub's routing rules and who may delegate to whom (from the agents that route or delegate)."""
+def _hub_map(runtime: Runtime, only: str | None = None) -> dict[str, Any]:
+    """The hub's routing rules and who may delegate to whom (from the agents that route or delegate); with
+    `only` (an agent id), just the rules and delegations that agent is part of (its own page)."""
     from parley.hub.routing import RoutedAgent
 
     routes, delegates = [], {}
@@ -771,6 +794,9 @@ def _hub_map(runtime: Runtime) -> dict[str, Any]:
         allowed = sorted(getattr(agent, "delegates", None) or [])
         if allowed:
             delegates[agent_id] = allowed
+    if only is not None:
+        routes = [r for r in routes if only in (r["from"], r["to"])]
+        delegates = {k: v for k, v in delegates.items() if k == only or only in v}
     return {"routes": routes, "delegates": delegates}
 
 

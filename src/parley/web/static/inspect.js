@@ -7,7 +7,7 @@ const csrf = document.querySelector('meta[name="csrf-token"]')?.content ?? "";
 const SEND = new Set(["SendMessage", "SendStreamingMessage", "message/send", "message/stream"]);
 const STREAMS = new Set(["SendStreamingMessage", "SubscribeToTask", "message/stream", "tasks/resubscribe"]);
 
-async function base64Of(file) {
+export async function base64Of(file) {
   const bytes = new Uint8Array(await file.arrayBuffer());
   let text = "";
   for (let i = 0; i < bytes.length; i += 0x8000) text += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
