@@ -180,3 +180,34 @@ def test_a_bad_inspect_allow_entry_is_named() -> None:
     problems = Settings(dashboard=DashboardSettings(inspect_allow=["10.0.0.0/8", "intranet"])).problems()
     assert ("dashboard.inspect_allow",
             "dashboard.inspect_allow entry 'intranet' is not an IP address or CIDR network") in problems
+
+
+async def test_subscribe_cancel_get_and_list_on_an_a2a_sdk_agent() -> None:
+    """A2A 1.0 sections 3.1.3-3.1.6: a task of the SDK's slow agent (it works until released or canceled) is
+    listed, resubscribed to (SubscribeToTask: its frames checked as StreamResponse) and canceled (CancelTask:
+    a Task, checked); GetTask then says canceled. Every answer passes."""
+    with sdk_running(start_sdk13_server) as sdk:
+        async with dashboard(["127.0.0.0/8"]) as http:
+            url = sdk.agent_url("slow")
+
+            async def call(method: str, params: dict) -> dict:
+                answer = await http.post("/ui/inspect/call", json={"url": url, "method": method, "params": params})
+                frame = answer.json()["frames"][0]
+                assert frame["valid"], (method, fails(frame["checks"]))
+                return frame["body"]["result"]
+
+            started = await call("SendMessage", {"message": {
+                "messageId": "s1", "role": "ROLE_USER", "parts": [{"text": "work"}]},
+                "configuration": {"returnImmediately": True}})
+            task_id = started["task"]["id"]
+            listed = await call("ListTasks", {})
+            assert task_id in [t["id"] for t in listed["tasks"]]
+            canceled = await call("CancelTask", {"id": task_id})
+            assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
+            got = await call("GetTask", {"id": task_id})
+            assert got["status"]["state"] == "TASK_STATE_CANCELED"
+            frames = await sse_frames(http, {"url": url, "method": "SubscribeToTask", "params": {"id": task_id}})
+            # a settled task cannot be subscribed to: the SDK answers one JSON-RPC error (application/json)
+            (refusal,) = frames
+            assert refusal["valid"], fails(refusal["checks"])
+            assert refusal["body"]["error"]["code"] == -32004

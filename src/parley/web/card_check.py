@@ -117,10 +117,17 @@ def proto_checks(data: Any, name: str, *, strict: bool = True) -> list[Check] | 
     return checks
 
 
+# REQUIRED fields a2a.proto itself says may be empty: the last page's token ("empty if there are no more
+# results"), and an empty page. ProtoJSON leaves an empty string or list out, so neither can be required there.
+EMPTY_ALLOWED = {("lf.a2a.v1.ListTasksResponse", "next_page_token"), ("lf.a2a.v1.ListTasksResponse", "tasks")}
+
+
 def _missing_required(message: Any, behavior: Any, prefix: str) -> list[str]:
     """The paths of REQUIRED fields that are unset or empty in `message` and the messages inside it."""
     missing = []
     for field in message.DESCRIPTOR.fields:
+        if (message.DESCRIPTOR.full_name, field.name) in EMPTY_ALLOWED:
+            continue
         path = f"{prefix}{field.json_name}"
         required = behavior.REQUIRED in field.GetOptions().Extensions[behavior.field_behavior]
         repeated = field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED

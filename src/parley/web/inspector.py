@@ -138,8 +138,12 @@ class Inspector:
                 if not kind.startswith("text/event-stream"):
                     body = await _read_limited(response)
                     frame = _frame(endpoint.version, method, request["id"], body)
-                    frame["checks"].insert(0, Check(False, f"the answer is a stream (text/event-stream); got "
-                                                           f"HTTP {response.status_code} {kind or 'no type'}"))
+                    # an error before any event is one JSON-RPC error response; a result must be a stream
+                    refused = isinstance(frame["body"], dict) and "error" in frame["body"]
+                    frame["checks"].insert(0, Check(refused, (
+                        "an error before the stream began, answered as one JSON-RPC response" if refused else
+                        f"the answer is a stream (text/event-stream); got HTTP {response.status_code} "
+                        f"{kind or 'no type'}")))
                     yield frame
                     return
                 count = 0
