@@ -166,7 +166,7 @@ async def test_an_a2a_sdk_agent_passes_in_both_versions() -> None:
             assert got.json()["frames"][0]["valid"], fails(got.json()["frames"][0]["checks"])
             echo = sdk.agent_url("echo")
             v03 = await http.post("/ui/inspect/call", json={
-                "url": echo, "method": "message/send", "endpoint": f"0.3 {echo}", "params": {"message": {
+                "url": echo, "method": "message/send", "endpoint": f"JSONRPC 0.3 {echo}", "params": {"message": {
                     "kind": "message", "messageId": "m3", "role": "user", "parts": [{"kind": "text", "text": "hi"}]}}})
             frame = v03.json()["frames"][0]
             assert frame["valid"] and frame["body"]["result"]["kind"] == "task", fails(frame["checks"])
@@ -211,3 +211,42 @@ async def test_subscribe_cancel_get_and_list_on_an_a2a_sdk_agent() -> None:
             (refusal,) = frames
             assert refusal["valid"], fails(refusal["checks"])
             assert refusal["body"]["error"]["code"] == -32004
+
+
+async def test_an_http_json_interface_is_called_and_checked() -> None:
+    """A2A 1.0 section 11: over a Parley server's HTTP+JSON interface the inspector sends `POST
+    {url}/message:send`, `GET {url}/tasks/{id}` and `POST {url}/message:stream`; the bare results and every
+    SSE frame pass, and a 404 for an unknown task is checked as google.rpc.Status (section 11.6)."""
+    from support import running
+
+    app = default_app()
+    app.settings = Settings(db="memory")
+    with running(app) as server:
+        async with dashboard(["127.0.0.0/8"]) as http:
+            url = f"{server.url}/a2a/echo"
+            page = await http.get("/ui/inspect", params={"url": url})
+            rest = f"HTTP+JSON 1.0 {url}"
+            assert f'<option value="{rest}" data-version="1.0">' in page.text
+
+            async def call(method: str, params: dict) -> dict:
+                answer = await http.post("/ui/inspect/call", json={"url": url, "endpoint": rest, "method": method,
+                                                                   "params": params})
+                assert answer.status_code == 200, answer.text
+                return answer.json()
+
+            sent = await call("SendMessage", {"message": {"messageId": "r1", "role": "ROLE_USER",
+                                                          "parts": [{"text": "over rest"}]}})
+            assert sent["request"]["method"] == "POST" and sent["request"]["url"].endswith("/message:send")
+            frame = sent["frames"][0]
+            assert frame["valid"], fails(frame["checks"])
+            task_id = frame["body"]["task"]["id"]
+            got = await call("GetTask", {"id": task_id})
+            assert got["request"]["url"].endswith(f"/tasks/{task_id}") and got["frames"][0]["valid"]
+            missing = await call("GetTask", {"id": "no-such-task"})
+            assert missing["status"] == 404
+            assert missing["frames"][0]["valid"], fails(missing["frames"][0]["checks"])
+            frames = await sse_frames(http, {"url": url, "endpoint": rest, "method": "SendStreamingMessage",
+                                             "params": {"message": {"messageId": "r2", "role": "ROLE_USER",
+                                                                    "parts": [{"text": "stream over rest"}]}}})
+            assert len(frames) >= 2 and all(f["valid"] for f in frames), [fails(f["checks"]) for f in frames]
+            assert frames[-1]["body"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"

@@ -566,8 +566,7 @@ class Dashboard:
             except InspectError as exc:
                 error = str(exc)
         return self._page(request, viewer, "inspect.html", status=200 if error is None else 502, url=url,
-                          report=report, error=error,
-                          methods=method_names(report.version) if report is not None else [])
+                          report=report, error=error, methods={v: method_names(v) for v in ("1.0", "0.3")})
 
     async def _inspect_args(self, request: Request) -> tuple[Any, str, Any, dict[str, str]]:
         """(endpoint, method, params, headers) of an inspector call; InspectError for a bad request."""
@@ -579,10 +578,11 @@ class Dashboard:
             raise InspectError("the request body must be a JSON object")
         report = await self.inspector.card(str(body.get("url") or ""), {})
         chosen = str(body.get("endpoint") or "")
-        jsonrpc = [e for e in report.endpoints if e.binding == "JSONRPC"]
-        endpoint = next((e for e in jsonrpc if e.key == chosen), jsonrpc[0] if jsonrpc and not chosen else None)
+        usable = [e for e in report.endpoints if e.callable]
+        endpoint = next((e for e in usable if e.key == chosen), usable[0] if usable and not chosen else None)
         if endpoint is None:
-            raise InspectError(f"the card offers no JSON-RPC interface {chosen!r} (the inspector calls JSON-RPC)")
+            raise InspectError(f"the card offers no interface {chosen!r} the inspector can call (JSON-RPC, or "
+                               "HTTP+JSON 1.0)")
         method = str(body.get("method") or "")
         if method not in method_names(endpoint.version):
             raise InspectError(f"unknown method {method!r} for A2A {endpoint.version}")

@@ -14,13 +14,16 @@ import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 import httpx
 
+from parley.client.rest import ROUTES
+from parley.protocol import v1_0
+from parley.protocol.operations import Operation
 from parley.push.ssrf import UnsafeUrl, UrlGuard, parse_allow
 from parley.web.card_check import Check, check_v03, check_v1
-from parley.web.response_check import check_response
+from parley.web.response_check import check_response, check_rest
 
 CARD_PATH = "/.well-known/agent-card.json"
 TIMEOUT_SECONDS = 15.0  # a unary call, or the wait for a stream's next frame
@@ -42,9 +45,14 @@ class Endpoint:
     version: str
 
     @property
+    def callable(self) -> bool:
+        """Whether the inspector can call it: JSON-RPC (1.0, 0.3) or HTTP+JSON 1.0 (not gRPC yet)."""
+        return self.binding == "JSONRPC" or (self.binding == "HTTP+JSON" and self.version == "1.0")
+
+    @property
     def key(self) -> str:
-        """How the page names it: version and URL (one URL may serve 1.0 and 0.3)."""
-        return f"{self.version} {self.url}"
+        """How the page names it: binding, version and URL (one URL may serve 1.0 and 0.3, JSON-RPC and REST)."""
+        return f"{self.binding} {self.version} {self.url}"
 
 
 @dataclass(slots=True)
@@ -111,7 +119,12 @@ class Inspector:
         return {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
 
     async def call(self, endpoint: Endpoint, method: str, params: Any, headers: dict[str, str]) -> Exchange:
-        """One unary JSON-RPC call, its response checked against the endpoint's version."""
+        """One unary call (JSON-RPC, or HTTP+JSON 1.0), its response checked against the endpoint's version."""
+        if endpoint.binding == "HTTP+JSON":
+            verb, url, body = _rest_request(endpoint, method, params)
+            status, raw = await self._send(verb, url, {**headers, "A2A-Version": endpoint.version}, body)
+            shown = {"method": verb, "url": url, "body": json.loads(body) if body else None}
+            return Exchange(shown, status, [_rest_frame(method, status, raw)])
         request = self.request(method, params)
         status, body = await self._send("POST", endpoint.url, {**headers, "A2A-Version": endpoint.version},
                                         json.dumps(request).encode())
@@ -119,29 +132,41 @@ class Inspector:
 
     async def stream(self, endpoint: Endpoint, method: str, params: Any,
                      headers: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
-        """A streaming JSON-RPC call: first {"request": ...}, then each SSE frame checked, as it comes."""
-        request = self.request(method, params)
+        """A streaming call: first {"request": ...}, then each SSE frame checked, as it comes."""
+        if endpoint.binding == "HTTP+JSON":
+            verb, url, content = _rest_request(endpoint, method, params)
+            request: dict[str, Any] = {"method": verb, "url": url, "body": json.loads(content) if content else None}
+
+            def check(body: bytes, status: int) -> dict[str, Any]:
+                return _rest_frame(method, status, body)
+        else:
+            verb, url = "POST", endpoint.url
+            request = self.request(method, params)
+            content = json.dumps(request).encode()
+
+            def check(body: bytes, status: int) -> dict[str, Any]:
+                return _frame(endpoint.version, method, request["id"], body)
         yield {"request": request}
-        target = await self._target(endpoint.url)
+        target = await self._target(url)
         send = {**headers, "A2A-Version": endpoint.version, "Accept": "text/event-stream",
-                "Content-Type": "application/json", "Host": urlsplit(endpoint.url).netloc}
+                "Content-Type": "application/json", "Host": urlsplit(url).netloc}
         timeout = httpx.Timeout(TIMEOUT_SECONDS)
         async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=False) as http:
-            built = http.build_request("POST", target.url, content=json.dumps(request).encode(), headers=send,
+            built = http.build_request(verb, target.url, content=content, headers=send,
                                        extensions={"sni_hostname": target.host})
             try:
                 response = await http.send(built, stream=True)
             except httpx.HTTPError as exc:
-                raise InspectError(f"cannot reach {endpoint.url}: {type(exc).__name__}: {exc}") from None
+                raise InspectError(f"cannot reach {url}: {type(exc).__name__}: {exc}") from None
             try:
                 kind = response.headers.get("content-type", "")
                 if not kind.startswith("text/event-stream"):
                     body = await _read_limited(response)
-                    frame = _frame(endpoint.version, method, request["id"], body)
-                    # an error before any event is one JSON-RPC error response; a result must be a stream
+                    frame = check(body, response.status_code)
+                    # an error before any event is one error response; a result must be a stream
                     refused = isinstance(frame["body"], dict) and "error" in frame["body"]
                     frame["checks"].insert(0, Check(refused, (
-                        "an error before the stream began, answered as one JSON-RPC response" if refused else
+                        "an error before the stream began, answered as one response" if refused else
                         f"the answer is a stream (text/event-stream); got HTTP {response.status_code} "
                         f"{kind or 'no type'}")))
                     yield frame
@@ -149,7 +174,7 @@ class Inspector:
                 count = 0
                 async for data in _sse_data(response):
                     count += 1
-                    yield _frame(endpoint.version, method, request["id"], data)
+                    yield check(data, 200)
                     if count >= MAX_FRAMES:
                         yield {"body": f"(the inspector stops after {MAX_FRAMES} frames)", "checks": []}
                         return
@@ -220,6 +245,37 @@ def _frame(version: str, method: str, request_id: Any, body: bytes) -> dict[str,
         text = body.decode("utf-8", "replace")
         return {"body": text, "checks": [Check(False, "the answer is not JSON (JSON-RPC 2.0 section 4)")]}
     return {"body": parsed, "checks": check_response(version, method, request_id, parsed)}
+
+
+def _rest_frame(method: str, status: int, body: bytes) -> dict[str, Any]:
+    try:
+        parsed = json.loads(body) if body else None
+    except ValueError:
+        return {"body": body.decode("utf-8", "replace"), "checks": [Check(False, "the answer is not JSON")]}
+    return {"body": parsed, "checks": check_rest(method, status, parsed)}
+
+
+def _rest_request(endpoint: Endpoint, method: str, params: Any) -> tuple[str, str, bytes | None]:
+    """(HTTP method, URL, JSON body) of a 1.0 HTTP+JSON call: the routes of Parley's own client
+    (parley.client.rest.ROUTES, A2A 1.0 section 11.3); an id goes in the path, a GET's other fields in the query."""
+    if endpoint.version != "1.0":
+        raise InspectError("the inspector calls HTTP+JSON in A2A 1.0 only (0.3: use its JSON-RPC interface)")
+    op = v1_0.METHODS.get(method)
+    if op is None or op not in ROUTES["1.0"]:
+        raise InspectError(f"unknown method {method!r}")
+    verb, path = ROUTES["1.0"][op]
+    fields = dict(params) if isinstance(params, dict) else {}
+    if "{id}" in path:
+        task_id = fields.pop("id", None)
+        if not isinstance(task_id, str) or not task_id:
+            raise InspectError(f"{method} needs a task id")
+        path = path.replace("{id}", quote(task_id, safe=""))
+    url = endpoint.url.rstrip("/") + path
+    if verb == "GET":
+        query = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in fields.items()
+                 if isinstance(v, str | int | float | bool)}
+        return verb, url + (f"?{urlencode(query)}" if query else ""), None
+    return verb, url, json.dumps(fields).encode() if fields or op is not Operation.SUBSCRIBE else None
 
 
 def parse_headers(text: str) -> dict[str, str]:

@@ -7,6 +7,8 @@ message its method returns (SendMessage: SendMessageResponse, a stream's frames:
 CancelTask: Task, ListTasks: ListTasksResponse), parsed by ProtoJSON, every REQUIRED field present and the
 `payload` oneof set (parley.web.card_check.proto_checks).
 
+HTTP+JSON (1.0, section 11): no envelope; a success is the same a2a.proto message, an error google.rpc.Status.
+
 0.3: the same envelope, then the result as the 0.3 JSON schema's kind-tagged objects (`kind` one of task,
 message, status-update, artifact-update where the method allows it), read by Parley's 0.3 dialect (required
 properties and types; the field path of the first one wrong).
@@ -59,6 +61,22 @@ def check_response(version: str, method: str, request_id: Any, body: Any) -> lis
     return checks + _v03_result(method, result)
 
 
+def check_rest(method: str, status: int, body: Any) -> list[Check]:
+    """One HTTP+JSON answer (A2A 1.0 section 11) of `method` (its JSON-RPC name), or one SSE frame's data
+    (status 200): a success is the bare a2a.proto result; an error the google.rpc.Status JSON of section 11.6
+    (`error.code` the HTTP status, a string `message`, each of `details` with an `@type`)."""
+    if 200 <= status < 300:
+        return _v1_result(method, body)
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return [Check(False, f"an HTTP {status} answer's body is {{\"error\": google.rpc.Status}} (section 11.6)")]
+    details = error.get("details", [])
+    return [Check(error.get("code") == status, f"`error.code` is the HTTP status ({status}; got {error.get('code')!r})"),
+            Check(isinstance(error.get("message"), str), "`error.message` is a string"),
+            Check(isinstance(details, list) and all(isinstance(d, dict) and "@type" in d for d in details),
+                  "`error.details` is a list of objects with an `@type`")]
+
+
 def _v1_result(method: str, result: Any) -> list[Check]:
     name = V1_RESULTS.get(method)
     if name is None:
@@ -94,4 +112,4 @@ def _v03_result(method: str, result: Any) -> list[Check]:
     return [*checks, Check(True, "`result` has every property the A2A 0.3 schema requires, with the right types")]
 
 
-__all__ = ["V03_KINDS", "V1_RESULTS", "check_response", "method_names"]
+__all__ = ["V03_KINDS", "V1_RESULTS", "check_response", "check_rest", "method_names"]

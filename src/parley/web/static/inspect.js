@@ -23,9 +23,21 @@ class Inspector {
     this.state = root.querySelector(".inspect-state");
     this.contextId = null;
     this.form.addEventListener("submit", (event) => { event.preventDefault(); this.send(); });
+    this.form.endpoint.addEventListener("change", () => this.pickEndpoint());
+    this.pickEndpoint();
     root.querySelector('[data-action="new"]').addEventListener("click", () => {
       this.contextId = null; this.form.task.value = ""; this.frames.replaceChildren(); this.state.textContent = "";
     });
+  }
+
+  // The methods (and the message shape) follow the chosen interface's version: one URL may serve 1.0 and 0.3.
+  pickEndpoint() {
+    const option = this.form.endpoint.selectedOptions[0];
+    const version = option?.dataset.version ?? this.root.dataset.version;
+    if (version === this.version && this.form.method.options.length) return;
+    this.version = version;
+    const names = (version === "1.0" ? this.root.dataset.methodsV1 : this.root.dataset.methodsV03).split(" ");
+    this.form.method.replaceChildren(...names.map((name) => new Option(name, name)));
   }
 
   async params(method) {
