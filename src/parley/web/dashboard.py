@@ -54,7 +54,7 @@ from parley.server.http import EventStreamResponse, sse_frame
 from parley.server.loopback import loopback_host
 from parley.server.urls import agent_url, base_url
 from parley.tasks.store import MAX_PAGE_SIZE, TaskQuery, TaskRecord, decode_cursor, encode_cursor
-from parley.web import oidc
+from parley.web import charts, oidc
 from parley.web.card_check import check_v03, check_v1
 from parley.web.examples import examples
 from parley.web.feed import IDLE, ChangeFeed
@@ -378,7 +378,15 @@ class Dashboard:
         secured = not viewer.open
         return self._page(request, viewer, "agent.html", agent=summary, card=card, card_v1=v1, card_v03=v03,
                           check_v1=check_v1(v1), check_v03=check_v03(v03),
-                          examples=examples(summary["url"], secured=secured), hub=_hub_map(self.runtime, agent_id))
+                          examples=examples(summary["url"], secured=secured), hub=_hub_map(self.runtime, agent_id),
+                          **await self._charts(agent_id))
+
+    async def _charts(self, agent_id: str) -> dict[str, Any]:
+        """What charts.html draws for one agent (parley.web.charts)."""
+        stats = await charts.agent_stats(self.runtime.store, agent_id, time.time())
+        return {"stats": stats, "bars": charts.bars(stats), "final": charts.FINAL, "width": charts.WIDTH,
+                "height": charts.HEIGHT, "p50": stats.percentile(50), "p95": stats.percentile(95),
+                "max_tasks": charts.MAX_TASKS}
 
     @_admin
     async def chat_page(self, request: Request, viewer: Viewer) -> Response:
