@@ -42,6 +42,12 @@ def rpc(base: str, agent: str, text: str, task_id: str | None = None) -> dict:
     return reply["result"]["task"]
 
 
+def with_inspect_allow(config: Path) -> Path:
+    """The config, its inspector allowed to reach this machine (to inspect the server's own agents)."""
+    config.write_text(config.read_text() + '\n[server.dashboard]\ninspect_allow = ["127.0.0.0/8"]\n')
+    return config
+
+
 def main(out: Path) -> None:
     from playwright.sync_api import sync_playwright
 
@@ -52,7 +58,7 @@ def main(out: Path) -> None:
                "PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "e2e" / "apps"), os.environ.get("PYTHONPATH", "")])}
         parley = Path(sys.executable).with_name("parley")
         proc = subprocess.Popen([str(parley), "serve", "--port", str(port), "--log-level", "warning",
-                                 "--config", str(write_config(Path(tmp)))], env=env, cwd=tmp)
+                                 "--config", str(with_inspect_allow(write_config(Path(tmp))))], env=env, cwd=tmp)
         base = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + 30
@@ -79,10 +85,18 @@ def main(out: Path) -> None:
                 page.wait_for_url(f"{base}/")
                 page.screenshot(path=out / "agents.png", full_page=True)
                 page.goto(f"{base}/ui/agents/interviewer")
+                page.screenshot(path=out / "agent.png", full_page=True)
+                page.get_by_test_id("chat-link").click()
                 page.get_by_label("Message", exact=True).fill("I want to learn Rust")
                 page.get_by_role("button", name="Send").click()
                 page.wait_for_selector("[data-testid=chat-state][data-state=input-required]")
-                page.screenshot(path=out / "agent.png", full_page=True)
+                page.screenshot(path=out / "chat.png", full_page=True)
+                page.goto(f"{base}/ui/inspect?url={base}/a2a/writer")
+                page.get_by_label("Message text").fill("Inspect me")
+                page.get_by_label("Credential (an API key goes in X-API-Key, a JWT as a bearer token)").fill(ADMIN_KEY)
+                page.get_by_role("button", name="Send").click()
+                page.locator("[data-testid=inspect-console] li[data-valid]").first.wait_for()
+                page.screenshot(path=out / "inspect.png", full_page=True)
                 page.goto(f"{base}/ui/tasks")
                 page.wait_for_selector("[data-testid=live-status] >> text=updates appear")
                 page.screenshot(path=out / "tasks.png", full_page=True)

@@ -144,6 +144,8 @@ class DashboardSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
     oidc_client_id: str | None = None
     oidc_client_secret_env: str | None = None
     oidc_scopes: list[str] = msgspec.field(default_factory=lambda: ["openid", "profile"])
+    # The inspector (/ui/inspect) reaches only public addresses, and these CIDRs besides (loopback, private)
+    inspect_allow: list[str] = msgspec.field(default_factory=list)
 
     @property
     def root(self) -> str:
@@ -166,6 +168,12 @@ class DashboardSettings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True
             found.append(("dashboard.path", "must start with '/'"))
         if self.session_hours <= 0:
             found.append(("dashboard.session_hours", "must be positive"))
+        from parley.push.ssrf import parse_allow
+
+        try:
+            parse_allow(self.inspect_allow, "dashboard.inspect_allow")
+        except ValueError as exc:
+            found.append(("dashboard.inspect_allow", str(exc)))
         return found
 
 

@@ -117,6 +117,8 @@ def test_chat_streams_the_answer_and_answers_an_input_required_question(page, se
     """The chat panel sends a streaming message, shows the agent's question when the task needs input,
     continues the same task with the answer, and the console shows the raw request and every SSE frame."""
     page.goto(f"{server.url}/ui/agents/interviewer")
+    page.get_by_test_id("chat-link").click()  # the chat has its own page, linked at the top of the agent's
+    assert page.url.endswith("/ui/agents/interviewer/chat")
     page.get_by_label("Message", exact=True).fill("I want to learn Rust")
     page.get_by_role("button", name="Send").click()
     state = page.get_by_test_id("chat-state")
@@ -145,15 +147,20 @@ def test_chat_streams_the_answer_and_answers_an_input_required_question(page, se
 
 
 def test_agent_text_stays_text_and_markdown_is_rendered_safely(page, server):
-    """A `<script>` in a message or an artifact never runs: the chat shows it as text, the task page renders
-    Markdown without raw HTML and without javascript: links; data is formatted JSON, a file downloads."""
+    """A `<script>` in a message or an artifact never runs: the chat shows it as text and renders the finished
+    answer's Markdown as the task page does; the task page renders Markdown without raw HTML and without
+    javascript: links; data is formatted JSON, a file downloads."""
     hostile = "<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 3\">"
-    page.goto(f"{server.url}/ui/agents/writer")
+    page.goto(f"{server.url}/ui/agents/writer/chat")
     page.get_by_label("Message", exact=True).fill(hostile)
     page.get_by_role("button", name="Send").click()
     page.wait_for_selector("[data-testid=chat-state][data-state=completed]")
     assert hostile in page.locator(".bubble.user").last.inner_text()
     task_id = page.get_by_test_id("chat-state").get_attribute("data-task")
+    answer = page.locator(".bubble.agent[data-rendered=yes]").last
+    assert answer.locator("h1").inner_text() == "Report"  # Markdown rendered, not `# Report`
+    assert answer.locator(".markdown strong").first.inner_text() == "bold"
+    assert "<script>window.__pwned = 1</script>" in answer.inner_text()  # shown, not run
 
     page.goto(f"{server.url}/ui/tasks/{task_id}")
     artifact = page.get_by_test_id("artifact")
@@ -169,6 +176,28 @@ def test_agent_text_stays_text_and_markdown_is_rendered_safely(page, server):
         artifact.get_by_role("link", name="report.csv").click()
     assert Path(info.value.path()).read_bytes() == b"col1,col2\n1,2\n"
     assert page.evaluate("window.__pwned") is None
+
+
+def test_the_chat_sends_a_file_and_agent_pages_show_only_their_own_routes(page, server, tmp_path):
+    """A file attached in the chat goes with the message (a `raw` part, A2A 1.0 section 4.1.6): the task page
+    shows it. Echo's page has no routing section (no rule concerns it); front's shows its rule to fixer."""
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes(b"hello file")
+    page.goto(f"{server.url}/ui/agents/echo/chat")
+    page.get_by_label("Message", exact=True).fill("here is a file")
+    page.get_by_label("Attach a file (optional)").set_input_files(str(notes))
+    page.get_by_role("button", name="Send").click()
+    page.wait_for_selector("[data-testid=chat-state][data-state=completed]")
+    request = page.get_by_test_id("console").locator("li.out pre").first.inner_text()
+    assert '"filename": "notes.txt"' in request
+    task_id = page.get_by_test_id("chat-state").get_attribute("data-task")
+    page.goto(f"{server.url}/ui/tasks/{task_id}")
+    assert "notes.txt (text/plain, 10 bytes)" in page.get_by_test_id("message").first.inner_text()
+    page.goto(f"{server.url}/ui/agents/echo")
+    assert page.get_by_test_id("hub").count() == 0
+    page.goto(f"{server.url}/ui/agents/front")
+    hub = page.get_by_test_id("hub").inner_text()
+    assert "fixer" in hub and "broken" in hub
 
 
 def test_cancel_a_running_task_from_its_page(page, server):
@@ -204,7 +233,8 @@ def test_follow_a_delegation_tree_to_the_child_task(page, server):
 
 def test_a_task_made_by_the_cli_appears_in_the_live_table_without_reload(page, server):
     """The task table follows the change feed: a task sent with `parley send` shows up while the page stays
-    loaded (no navigation), with its agent and state."""
+    loaded (no navigation), with its agent and state, and the first words of what it was asked and answered
+    (echo answers with the words it got)."""
     import subprocess
 
     page.goto(f"{server.url}/ui/tasks")
@@ -220,6 +250,8 @@ def test_a_task_made_by_the_cli_appears_in_the_live_table_without_reload(page, s
     cells = row.locator("td").all_inner_texts()
     assert cells[2] == "echo" and cells[3] == "admin"
     row.locator("text=completed").wait_for()
+    asked, answered = row.locator("td.preview").all_inner_texts()
+    assert asked == "made by the CLI" and answered == "made by the CLI"
 
 
 def test_task_table_filters(page, server):
@@ -236,7 +268,8 @@ def test_task_table_filters(page, server):
     assert response.status == 400 and "Unknown state" in page.inner_text("main")
 
 
-@pytest.mark.parametrize("path", ["/", "/ui/agents/echo", "/ui/tasks", "/ui/keys"])
+@pytest.mark.parametrize("path", ["/", "/ui/agents/echo", "/ui/agents/echo/chat", "/ui/tasks", "/ui/keys",
+                                  "/ui/inspect"])
 def test_pages_fit_a_phone_and_every_control_is_labelled(page, server, path):
     """At phone width (375 px) no page scrolls sideways (long URLs and curl commands wrap), and every form
     control has a label and every button an accessible name."""
@@ -315,8 +348,8 @@ def test_the_screenshot_script_makes_a_picture_of_every_page(browser, tmp_path):
                           text=True, timeout=WAIT * 4, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     names = {p.name for p in tmp_path.glob("*.png")}
-    assert names == {"login.png", "agents.png", "agent.png", "tasks.png", "task-delegation.png", "task.png",
-                     "keys.png", "phone.png"}
+    assert names == {"login.png", "agents.png", "agent.png", "chat.png", "inspect.png", "tasks.png",
+                     "task-delegation.png", "task.png", "keys.png", "phone.png"}
     for name in names:
         head = (tmp_path / name).read_bytes()[:24]
         assert head[:8] == b"\x89PNG\r\n\x1a\n"

@@ -71,14 +71,14 @@ class Target:
     address: str
 
 
-def parse_allow(entries: Iterable[str]) -> list[Network]:
-    """Allowlist entries (CIDRs or single addresses) as networks; ValueError naming a bad one."""
+def parse_allow(entries: Iterable[str], what: str = "push allow") -> list[Network]:
+    """Allowlist entries (CIDRs or single addresses) as networks; ValueError naming a bad one (`what` list)."""
     out: list[Network] = []
     for entry in entries:
         try:
             out.append(ipaddress.ip_network(entry.strip(), strict=False))
         except ValueError:
-            raise ValueError(f"push allow entry {entry!r} is not an IP address or CIDR network") from None
+            raise ValueError(f"{what} entry {entry!r} is not an IP address or CIDR network") from None
     return out
 
 
@@ -89,11 +89,16 @@ class UrlGuard:
         allow: networks whose addresses are accepted even when they are not public (the tests allow
             127.0.0.1; a deployment may allow its own private webhook receivers).
         resolve: `host -> addresses` (default: the system resolver, off the event loop).
+        subject: what the URLs are, in the refusals ("webhook"; the dashboard's inspector: "agent").
+        allow_hint: where the refusal says the allowlist is set.
     """
 
-    def __init__(self, allow: Iterable[Network] = (), *, resolve=None) -> None:
+    def __init__(self, allow: Iterable[Network] = (), *, resolve=None, subject: str = "webhook",
+                 allow_hint: str = "[push] allow or --push-allow") -> None:
         self.allow = list(allow)
         self._resolve = resolve or _system_resolve
+        self.subject = subject
+        self.allow_hint = allow_hint
 
     def check_syntax(self, url: str) -> tuple[str, str, int]:
         """(scheme, host, port) of an acceptable URL, before any resolution; UnsafeUrl otherwise."""
@@ -101,16 +106,16 @@ class UrlGuard:
             parts = urlsplit(url)
             port = parts.port
         except ValueError as exc:
-            raise UnsafeUrl(f"Invalid params: webhook URL {url[:200]!r} is not a valid URL ({exc})") from None
+            raise UnsafeUrl(f"Invalid params: {self.subject} URL {url[:200]!r} is not a valid URL ({exc})") from None
         if parts.scheme not in ("http", "https"):
-            raise UnsafeUrl(f"Invalid params: webhook URL must be http or https, got {parts.scheme or 'none'!r}")
+            raise UnsafeUrl(f"Invalid params: {self.subject} URL must be http or https, got {parts.scheme or 'none'!r}")
         if parts.username is not None or parts.password is not None:
-            raise UnsafeUrl("Invalid params: webhook URL must not carry credentials (use `authentication`)")
+            raise UnsafeUrl(f"Invalid params: {self.subject} URL must not carry credentials (use `authentication`)")
         host = parts.hostname
         if not host:
-            raise UnsafeUrl(f"Invalid params: webhook URL {url[:200]!r} has no host")
+            raise UnsafeUrl(f"Invalid params: {self.subject} URL {url[:200]!r} has no host")
         if host.rstrip(".").lower() in METADATA_HOSTS:
-            raise UnsafeUrl(f"Invalid params: webhook host {host!r} is a cloud metadata service")
+            raise UnsafeUrl(f"Invalid params: {self.subject} host {host!r} is a cloud metadata service")
         return parts.scheme, host, port or (443 if parts.scheme == "https" else 80)
 
     async def check_registration(self, url: str) -> None:
@@ -134,7 +139,7 @@ class UrlGuard:
             literal = None
         addresses = [literal] if literal is not None else await self._addresses(host, port)
         if not addresses:
-            raise Unresolved(f"Invalid params: webhook host {host!r} does not resolve")
+            raise Unresolved(f"Invalid params: {self.subject} host {host!r} does not resolve")
         for address in addresses:
             self.refuse_if_unsafe(address, host)
         chosen = addresses[0]
@@ -153,14 +158,14 @@ class UrlGuard:
                 return
             address = embedded
         if not address.is_global or any(address in net for net in _ALWAYS_REFUSED if net.version == address.version):
-            raise UnsafeUrl(f"Invalid params: webhook host {host!r} resolves to {address}, a "
-                            f"{_kind(address)} address; allow it with [push] allow or --push-allow")
+            raise UnsafeUrl(f"Invalid params: {self.subject} host {host!r} resolves to {address}, a "
+                            f"{_kind(address)} address; allow it with {self.allow_hint}")
 
     async def _addresses(self, host: str, port: int) -> list[Address]:
         try:
             found = await self._resolve(host, port)
         except OSError as exc:  # socket.gaierror included
-            raise Unresolved(f"Invalid params: webhook host {host!r} does not resolve ({exc})") from None
+            raise Unresolved(f"Invalid params: {self.subject} host {host!r} does not resolve ({exc})") from None
         out: list[Address] = []
         for value in found:
             address = ipaddress.ip_address(value.split("%", 1)[0])

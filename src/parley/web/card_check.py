@@ -44,9 +44,12 @@ class Check:
     what: str
 
 
-def check_v1(card: dict[str, Any]) -> list[Check]:
-    """The 1.0 card (its JSON) against a2a.proto's AgentCard, then the URLs and bindings it declares."""
-    checks = _proto_checks(card)
+def check_v1(card: dict[str, Any], *, strict: bool = True) -> list[Check]:
+    """The 1.0 card (its JSON) against a2a.proto's AgentCard, then the URLs and bindings it declares.
+    `strict`: a field a2a.proto does not have fails (Parley's own cards); else one at the top level is ignored
+    and named (A2A 1.0 section 5.7: unrecognized fields SHOULD be ignored; the inspector, where a card may also
+    serve 0.3 clients), deeper ones still fail."""
+    checks = proto_checks(card, "AgentCard", strict=strict)
     if checks is None:
         try:
             from_wire(card, m.AgentCard, what="card")
@@ -78,8 +81,10 @@ def check_v03(card: dict[str, Any]) -> list[Check]:
     return checks
 
 
-def _proto_checks(card: dict[str, Any]) -> list[Check] | None:
-    """ProtoJSON parse + REQUIRED fields, or None when protobuf (the grpc extra) is not installed."""
+def proto_checks(data: Any, name: str, *, strict: bool = True) -> list[Check] | None:
+    """`data` (JSON) as the a2a.proto message `name`: ProtoJSON parse, REQUIRED fields and each `payload` oneof
+    set; None when protobuf (the grpc extra) is not installed. The card check and the inspector's response
+    check (parley.web.response_check) both stand on it."""
     try:
         from google.api import field_behavior_pb2
         from google.protobuf import json_format
@@ -87,24 +92,44 @@ def _proto_checks(card: dict[str, Any]) -> list[Check] | None:
         from parley.grpc import a2a_pb2
     except ImportError:
         return None
-    message = a2a_pb2.AgentCard()
-    try:
-        json_format.ParseDict(card, message)
+    message = getattr(a2a_pb2, name)()
+    if not isinstance(data, dict):
+        return [Check(False, f"is not a JSON object, so not an lf.a2a.v1.{name}")]
+    known = {n for f in message.DESCRIPTOR.fields for n in (f.name, f.json_name)}
+    unknown = [] if strict else sorted(k for k in data if k not in known)
+    try:  # not ignore_unknown_fields: that would also let an unknown enum value through
+        json_format.ParseDict({k: v for k, v in data.items() if k not in unknown}, message)
     except json_format.ParseError as exc:
-        return [Check(False, f"does not parse as lf.a2a.v1.AgentCard (a2a.proto): {exc}")]
+        return [Check(False, f"does not parse as lf.a2a.v1.{name} (a2a.proto): {exc}")]
     missing = _missing_required(message, field_behavior_pb2, "")
-    checks = [Check(True, "parses as lf.a2a.v1.AgentCard (a2a.proto, ProtoJSON)")]
+    checks = [Check(True, f"parses as lf.a2a.v1.{name} (a2a.proto, ProtoJSON)")]
+    if unknown:
+        checks.append(Check(True, "top-level fields a2a.proto does not have, ignored (A2A 1.0 section 5.7): "
+                                  + ", ".join(f"`{k}`" for k in unknown)))
     if missing:
         checks += [Check(False, f"REQUIRED field `{path}` is missing or empty") for path in missing]
     else:
         checks.append(Check(True, "every field a2a.proto marks REQUIRED is present"))
+    for oneof in message.DESCRIPTOR.oneofs:
+        if oneof.name == "payload":  # SendMessageResponse, StreamResponse: one of task, message, updates
+            chosen = message.WhichOneof(oneof.name)
+            choices = ", ".join(f.json_name for f in oneof.fields)
+            checks.append(Check(chosen is not None, f"exactly one of {choices} is set"
+                                + (f" (`{message.DESCRIPTOR.fields_by_name[chosen].json_name}`)" if chosen else "")))
     return checks
+
+
+# REQUIRED fields a2a.proto itself says may be empty: the last page's token ("empty if there are no more
+# results"), and an empty page. ProtoJSON leaves an empty string or list out, so neither can be required there.
+EMPTY_ALLOWED = {("lf.a2a.v1.ListTasksResponse", "next_page_token"), ("lf.a2a.v1.ListTasksResponse", "tasks")}
 
 
 def _missing_required(message: Any, behavior: Any, prefix: str) -> list[str]:
     """The paths of REQUIRED fields that are unset or empty in `message` and the messages inside it."""
     missing = []
     for field in message.DESCRIPTOR.fields:
+        if (message.DESCRIPTOR.full_name, field.name) in EMPTY_ALLOWED:
+            continue
         path = f"{prefix}{field.json_name}"
         required = behavior.REQUIRED in field.GetOptions().Extensions[behavior.field_behavior]
         repeated = field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED
@@ -182,4 +207,4 @@ def check_signature(card: dict[str, Any], jwks: dict[str, Any]) -> list[Check]:
     return [Check(True, f"signature verifies (JWS over the RFC 8785 form, key {kid} of this server's card JWKS)")]
 
 
-__all__ = ["Check", "check_signature", "check_v03", "check_v1"]
+__all__ = ["Check", "check_signature", "check_v03", "check_v1", "proto_checks"]

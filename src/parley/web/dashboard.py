@@ -3,15 +3,19 @@
     GET  {path}                              home: every agent, the hub's routes and delegations
     GET  {root}/login, POST {root}/login     log in with an admin credential; POST {root}/logout
     GET  {root}/login/oidc[/callback]        log in at the configured OIDC provider (parley.web.oidc)
-    GET  {root}/agents/{id}                  one agent: card, card check, examples, chat and console
+    GET  {root}/agents/{id}                  one agent: card, card check, examples, its routes; a link to its chat
+    GET  {root}/agents/{id}/chat             the chat and its console (text and files)
     POST {root}/a2a/{id}                     the chat's JSON-RPC, sent on with the session's credential
     GET  {root}/tasks[/rows]                 tasks of every agent and principal (filters, pages); rows only
     GET  {root}/tasks/{id}                   one task: timeline, messages, artifacts, log, tree, push log
+    GET  {root}/tasks/{id}/answer            its answer as HTML (Markdown rendered as on the task page): the chat
     GET  {root}/tasks/{id}/files/{a}/{p}     an artifact's file part, as a download
     POST {root}/tasks/{id}/cancel            cancel it
     GET  {root}/keys, POST {root}/keys       API keys: list, create (the token is shown once)
     POST {root}/keys/{id}/revoke             revoke one
     GET  {root}/events                       the change feed as SSE (the live task table)
+    GET  {root}/inspect?url=URL              inspect any A2A agent: its card fetched and checked (parley.web.inspector)
+    POST {root}/inspect/call                 one JSON-RPC call to it, the response checked; /inspect/stream: SSE
     GET  {root}/static/...                   the CSS and JavaScript (no CDN, no build step)
 
 Only an admin principal gets in (a key with the `admin` scope, the admin key from the environment, a
@@ -52,11 +56,14 @@ from parley.server.http import EventStreamResponse, sse_frame
 from parley.server.loopback import loopback_host
 from parley.server.urls import agent_url, base_url
 from parley.tasks.store import MAX_PAGE_SIZE, TaskQuery, TaskRecord, decode_cursor, encode_cursor
-from parley.web import oidc
+from parley.web import charts, oidc
 from parley.web.card_check import check_signature, check_v03, check_v1
 from parley.web.examples import examples
 from parley.web.feed import IDLE, ChangeFeed
+from parley.web.inspector import InspectError, Inspector, parse_headers
+from parley.web.preview import answered, asked
 from parley.web.render import STATIC, environment, pretty_json, state_label
+from parley.web.response_check import method_names
 from parley.web.session import CSRF_HEADER, Session, Sessions, csrf_problem
 
 PAGE_SIZE = 25
@@ -128,6 +135,7 @@ class Dashboard:
         self.feed = ChangeFeed(runtime.store)
         runtime.engine.committed.append(self.feed.nudge)  # the live views hear of local commits at once
         self.templates = environment()
+        self.inspector = Inspector(self.settings.inspect_allow)
 
     def routes(self) -> list[BaseRoute]:
         r = self.root
@@ -139,16 +147,21 @@ class Dashboard:
             Route(f"{r}/login/oidc", self.oidc_start, methods=["GET"]),
             Route(f"{r}/login/oidc/callback", self.oidc_callback, methods=["GET"]),
             Route(f"{r}/agents/{{agent_id}}", self.agent_page, methods=["GET"]),
+            Route(f"{r}/agents/{{agent_id}}/chat", self.chat_page, methods=["GET"]),
             Route(f"{r}/a2a/{{agent_id}}", self.chat_rpc, methods=["POST"]),
             Route(f"{r}/tasks", self.tasks_page, methods=["GET"]),
             Route(f"{r}/tasks/rows", self.task_rows, methods=["GET"]),
             Route(f"{r}/tasks/{{task_id}}", self.task_page, methods=["GET"]),
+            Route(f"{r}/tasks/{{task_id}}/answer", self.task_answer, methods=["GET"]),
             Route(f"{r}/tasks/{{task_id}}/files/{{artifact:int}}/{{part:int}}", self.task_file, methods=["GET"]),
             Route(f"{r}/tasks/{{task_id}}/cancel", self.cancel_task, methods=["POST"]),
             Route(f"{r}/keys", self.keys_page, methods=["GET"]),
             Route(f"{r}/keys", self.create_key, methods=["POST"]),
             Route(f"{r}/keys/{{key_id}}/revoke", self.revoke_key, methods=["POST"]),
             Route(f"{r}/events", self.events, methods=["GET"]),
+            Route(f"{r}/inspect", self.inspect_page, methods=["GET"]),
+            Route(f"{r}/inspect/call", self.inspect_call, methods=["POST"]),
+            Route(f"{r}/inspect/stream", self.inspect_stream, methods=["POST"]),
             Mount(f"{r}/static", app=StaticFiles(directory=STATIC), name="dashboard-static"),
         ]
         if self.home_path.rstrip("/") != r:
@@ -372,8 +385,23 @@ class Dashboard:
         secured = not viewer.open
         return self._page(request, viewer, "agent.html", agent=summary, card=card, card_v1=v1, card_v03=v03,
                           check_v1=check_v1(v1) + signed, check_v03=check_v03(v03),
-                          examples=examples(summary["url"], secured=secured), hub=_hub_map(self.runtime),
-                          chat_url=f"{self.root}/a2a/{agent_id}")
+                          examples=examples(summary["url"], secured=secured), hub=_hub_map(self.runtime, agent_id),
+                          **await self._charts(agent_id))
+
+    async def _charts(self, agent_id: str) -> dict[str, Any]:
+        """What charts.html draws for one agent (parley.web.charts)."""
+        stats = await charts.agent_stats(self.runtime.store, agent_id, time.time())
+        return {"stats": stats, "bars": charts.bars(stats), "final": charts.FINAL, "width": charts.WIDTH,
+                "height": charts.HEIGHT, "p50": stats.percentile(50), "p95": stats.percentile(95),
+                "max_tasks": charts.MAX_TASKS}
+
+    @_admin
+    async def chat_page(self, request: Request, viewer: Viewer) -> Response:
+        agent_id = request.path_params["agent_id"]
+        if agent_id not in self.runtime.agents:
+            return self._page(request, viewer, "error.html", status=404, message=f"No agent {agent_id!r} here.")
+        summary = self._agent_summary(agent_id, base_url(request, self.runtime.settings))
+        return self._page(request, viewer, "chat.html", agent=summary, chat_url=f"{self.root}/a2a/{agent_id}")
 
     @_admin_action
     async def chat_rpc(self, request: Request, viewer: Viewer) -> Response:
@@ -421,7 +449,8 @@ class Dashboard:
         now = time.time()
         rows = [{"id": r.task.id, "agent": r.agent_id, "owner": r.owner, "context": r.task.context_id,
                  "state": state_label(r.task.status.state), "created": r.created_at,
-                 "duration": _duration(r, now)} for r in page.records]
+                 "duration": _duration(r, now), "asked": asked(r.task), "answered": answered(r.task)}
+                for r in page.records]
         nxt = encode_cursor(page.next_cursor)
         next_query = urlencode({**{k: v for k, v in filters.items() if v and k != "page"}, "page": nxt}) if nxt else ""
         return {"rows": rows, "next": next_query, "first": not filters["page"]}, filters
@@ -467,6 +496,15 @@ class Dashboard:
         return self._page(request, viewer, "task.html", rec=rec, task=rec.task, log=log, timeline=timeline,
                           more=len(entries) == LOG_LIMIT and rec.seq > LOG_LIMIT, tree=tree, push=push,
                           settled=is_settled(rec.task.status.state), parts=_parts)
+
+    @_admin
+    async def task_answer(self, request: Request, viewer: Viewer) -> Response:
+        """A task's artifacts (or, without any, its status message) rendered as the task page renders them."""
+        rec = await self.runtime.store.get(request.path_params["task_id"])
+        if rec is None:
+            return JSONResponse({"error": "no such task"}, status_code=404)
+        html = self.templates.get_template("answer.html").render(root=self.root, task=rec.task, parts=_parts)
+        return HTMLResponse(html, headers=_PAGE_HEADERS)
 
     @_admin
     async def task_file(self, request: Request, viewer: Viewer) -> Response:
@@ -526,6 +564,78 @@ class Dashboard:
                                             "principal": change.owner, "state": state_label(change.state),
                                             "seq": change.seq})
                 yield sse_frame(body, event_id=change.position, event="change")
+
+        return EventStreamResponse(frames(), headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
+
+    # --- the inspector ---------------------------------------------------------------------------
+
+    @_admin
+    async def inspect_page(self, request: Request, viewer: Viewer) -> Response:
+        """A form for an agent URL; with `?url=`, that agent's card fetched (no extra headers), checked, and a
+        console to call it (the calls carry the headers and credential typed there)."""
+        url = (request.query_params.get("url") or "").strip()
+        report, error = None, None
+        if url:
+            try:
+                report = await self.inspector.card(url, {})
+            except InspectError as exc:
+                error = str(exc)
+        return self._page(request, viewer, "inspect.html", status=200 if error is None else 502, url=url,
+                          report=report, error=error, methods={v: method_names(v) for v in ("1.0", "0.3")})
+
+    async def _inspect_args(self, request: Request) -> tuple[Any, str, Any, dict[str, str]]:
+        """(endpoint, method, params, headers) of an inspector call; InspectError for a bad request."""
+        try:
+            body = msgspec.json.decode(await request.body())
+        except msgspec.DecodeError:
+            raise InspectError("the request body is not JSON") from None
+        if not isinstance(body, dict):
+            raise InspectError("the request body must be a JSON object")
+        report = await self.inspector.card(str(body.get("url") or ""), {})
+        chosen = str(body.get("endpoint") or "")
+        usable = [e for e in report.endpoints if e.callable]
+        endpoint = next((e for e in usable if e.key == chosen), usable[0] if usable and not chosen else None)
+        if endpoint is None:
+            raise InspectError(f"the card offers no interface {chosen!r} the inspector can call (JSON-RPC, or "
+                               "HTTP+JSON 1.0)")
+        method = str(body.get("method") or "")
+        if method not in method_names(endpoint.version):
+            raise InspectError(f"unknown method {method!r} for A2A {endpoint.version}")
+        headers = parse_headers(str(body.get("headers") or ""))
+        credential = str(body.get("credential") or "").strip()
+        if credential:
+            name, value = _credential_header(credential)
+            headers[name] = value
+        return endpoint, method, body.get("params"), headers
+
+    @_admin_action
+    async def inspect_call(self, request: Request, viewer: Viewer) -> Response:
+        try:
+            endpoint, method, params, headers = await self._inspect_args(request)
+            exchange = await self.inspector.call(endpoint, method, params, headers)
+        except InspectError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return JSONResponse({"request": exchange.request, "status": exchange.status,
+                             "frames": [_frame_json(f) for f in exchange.frames]},
+                            headers={"Cache-Control": "no-store"})
+
+    @_admin_action
+    async def inspect_stream(self, request: Request, viewer: Viewer) -> Response:
+        """The stream's frames, each checked, as SSE: `event: request`, `event: frame`, `event: error`."""
+        try:
+            endpoint, method, params, headers = await self._inspect_args(request)
+        except InspectError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+
+        async def frames() -> AsyncIterator[bytes]:
+            try:
+                async for item in self.inspector.stream(endpoint, method, params, headers):
+                    if "request" in item:
+                        yield sse_frame(msgspec.json.encode(item["request"]), event="request")
+                    else:
+                        yield sse_frame(msgspec.json.encode(_frame_json(item)), event="frame")
+            except InspectError as exc:
+                yield sse_frame(msgspec.json.encode({"error": str(exc)}), event="error")
 
         return EventStreamResponse(frames(), headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
@@ -591,6 +701,12 @@ _PAGE_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
                                "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
 }
+
+
+def _frame_json(frame: dict[str, Any]) -> dict[str, Any]:
+    """One checked answer for the browser: its body, and each check with `ok` and `what`."""
+    return {"body": frame["body"], "checks": [{"ok": c.ok, "what": c.what} for c in frame["checks"]],
+            "valid": all(c.ok for c in frame["checks"])}
 
 
 def _credentials(credential: str) -> Credentials:
@@ -678,8 +794,9 @@ def _parts(parts: list[m.Part]) -> list[dict[str, Any]]:
     return shown
 
 
-def _hub_map(runtime: Runtime) -> dict[str, Any]:
-    """The hub's routing rules and who may delegate to whom (from the agents that route or delegate)."""
+def _hub_map(runtime: Runtime, only: str | None = None) -> dict[str, Any]:
+    """The hub's routing rules and who may delegate to whom (from the agents that route or delegate); with
+    `only` (an agent id), just the rules and delegations that agent is part of (its own page)."""
     from parley.hub.routing import RoutedAgent
 
     routes, delegates = [], {}
@@ -692,6 +809,9 @@ def _hub_map(runtime: Runtime) -> dict[str, Any]:
         allowed = sorted(getattr(agent, "delegates", None) or [])
         if allowed:
             delegates[agent_id] = allowed
+    if only is not None:
+        routes = [r for r in routes if only in (r["from"], r["to"])]
+        delegates = {k: v for k, v in delegates.items() if k == only or only in v}
     return {"routes": routes, "delegates": delegates}
 
 

@@ -1,5 +1,8 @@
 // Parley dashboard: copy buttons, the live task table, live task pages, and the chat panel with its console.
-// Plain ES module, no dependencies, served by Parley itself. Agent text is only ever set with textContent.
+// Plain ES module, no dependencies, served by Parley itself. Agent text is only ever set with textContent; a
+// finished answer is replaced by the server's rendering of it (the task page's, Chat.render).
+
+import { base64Of, startInspectors } from "./inspect.js";
 
 const csrf = document.querySelector('meta[name="csrf-token"]')?.content ?? "";
 
@@ -123,6 +126,7 @@ class Chat {
 
   showTask(task) {
     if (!task) return;
+    this.lastTask = task.id;
     this.contextId = task.contextId ?? this.contextId;
     const state = stateName(task.status?.state);
     this.state.textContent = `Task ${task.id}: ${state}`;
@@ -138,6 +142,14 @@ class Chat {
     if (!text) return;
     const stream = this.form.querySelector('input[name="stream"]').checked;
     const message = { messageId: crypto.randomUUID(), role: "ROLE_USER", parts: [{ text }] };
+    const fileInput = this.form.querySelector('input[name="file"]');
+    const file = fileInput?.files[0];
+    if (file) {
+      message.parts.push({ raw: await base64Of(file), filename: file.name,
+                           mediaType: file.type || "application/octet-stream" });
+      fileInput.value = "";
+    }
+    this.lastTask = null;
     if (this.taskId) message.taskId = this.taskId;
     if (this.contextId) message.contextId = this.contextId;
     const body = { jsonrpc: "2.0", id: crypto.randomUUID(), method: stream ? "SendStreamingMessage" : "SendMessage",
@@ -168,8 +180,21 @@ class Chat {
       answer.classList.add("error");
     } finally {
       delete answer.dataset.streaming;
+      if (this.lastTask && !answer.classList.contains("error")) await this.render(answer, this.lastTask);
       if (!answer.textContent) answer.remove();
     }
+  }
+
+  // The finished answer, as the task page renders it: Markdown (no raw HTML, no javascript: links), data as
+  // JSON, files as downloads. The fragment is the server's autoescaped rendering, not the agent's HTML.
+  async render(answer, taskId) {
+    const response = await fetch(`${this.root.dataset.answer}${encodeURIComponent(taskId)}/answer`,
+                                 { headers: { Accept: "text/html" } });
+    if (!response.ok || response.redirected) return;
+    const html = (await response.text()).trim();
+    if (!html) return;
+    answer.innerHTML = html;
+    answer.dataset.rendered = "yes";
   }
 
   async readStream(response, answer) {
@@ -239,3 +264,4 @@ copyButtons();
 liveTable();
 liveTask();
 for (const root of document.querySelectorAll("section.chat")) new Chat(root);
+startInspectors();

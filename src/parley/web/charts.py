@@ -1,0 +1,95 @@
+"""An agent's last hour at a glance, for its dashboard page: tasks settled per minute by final state, time to
+completion (p50, p95) and errors, from the task store itself (no metrics service: a bare install has it, and
+replicas sharing a PostgreSQL store see the cluster's numbers), drawn as inline SVG on the server (no script,
+no CDN: the page's CSP holds)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from parley.protocol.states import TERMINAL
+from parley.tasks.store import MAX_PAGE_SIZE, TaskQuery, TaskStore
+from parley.web.render import state_label
+
+WINDOW_SECONDS = 3600
+BUCKET_SECONDS = 60
+MAX_TASKS = 2000  # read at most this many of the last hour's tasks (the chart says when it stopped there)
+FINAL = ["completed", "failed", "rejected", "canceled"]
+ERRORS = {"failed", "rejected"}
+WIDTH, HEIGHT = 600, 120  # the SVG's drawing box
+
+
+@dataclass(slots=True)
+class AgentStats:
+    """One agent's last hour: per-minute counts by final state (oldest minute first), and the summaries."""
+
+    minutes: list[dict[str, int]] = field(default_factory=lambda: [{} for _ in range(WINDOW_SECONDS // BUCKET_SECONDS)])
+    settled: dict[str, int] = field(default_factory=dict)
+    durations: list[float] = field(default_factory=list)  # created -> settled, seconds
+    truncated: bool = False
+
+    @property
+    def errors(self) -> int:
+        return sum(n for state, n in self.settled.items() if state in ERRORS)
+
+    def percentile(self, p: float) -> float | None:
+        """The nearest-rank percentile `p` (0-100) of the times to completion; None without any."""
+        if not self.durations:
+            return None
+        ordered = sorted(self.durations)
+        return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+
+async def agent_stats(store: TaskStore, agent_id: str, now: float) -> AgentStats:
+    """The tasks of `agent_id` settled in the hour before `now`, counted (newest first, MAX_TASKS at most)."""
+    stats = AgentStats()
+    start = now - WINDOW_SECONDS
+    cursor = None
+    seen = 0
+    while True:
+        page = await store.list(TaskQuery(agent_id=agent_id, owner=None, page_size=MAX_PAGE_SIZE, cursor=cursor,
+                                          count=False))
+        for rec in page.records:
+            if rec.updated_at < start:
+                return stats
+            seen += 1
+            if seen > MAX_TASKS:
+                stats.truncated = True
+                return stats
+            state = rec.task.status.state
+            if state not in TERMINAL:  # running or waiting for input: not settled yet
+                continue
+            label = state_label(state)
+            bucket = min(int((rec.updated_at - start) // BUCKET_SECONDS), len(stats.minutes) - 1)
+            stats.minutes[bucket][label] = stats.minutes[bucket].get(label, 0) + 1
+            stats.settled[label] = stats.settled.get(label, 0) + 1
+            if rec.created_at:
+                stats.durations.append(max(0.0, rec.updated_at - rec.created_at))
+        if page.next_cursor is None:
+            return stats
+        cursor = page.next_cursor
+
+
+def bars(stats: AgentStats) -> list[dict[str, object]]:
+    """The stacked bars of the per-minute chart: one rect per minute and state (x, y, width, height, state,
+    count) in a WIDTH x HEIGHT box, the tallest minute filling it."""
+    peak = max((sum(b.values()) for b in stats.minutes), default=0)
+    if peak == 0:
+        return []
+    width = WIDTH / len(stats.minutes)
+    rects = []
+    for i, bucket in enumerate(stats.minutes):
+        y = float(HEIGHT)
+        for state in FINAL:
+            count = bucket.get(state, 0)
+            if not count:
+                continue
+            height = HEIGHT * count / peak
+            y -= height
+            rects.append({"x": round(i * width, 2), "y": round(y, 2), "width": round(width - 1, 2),
+                          "height": round(height, 2), "state": state, "count": count, "minute": i})
+    return rects
+
+
+__all__ = ["FINAL", "HEIGHT", "WIDTH", "AgentStats", "agent_stats", "bars"]

@@ -1,0 +1,252 @@
+"""The dashboard's inspector (docs/dashboard.md, "Inspect any agent"): it fetches any agent's card through the
+webhooks' SSRF guard, checks it, calls the agent and checks every response and SSE frame against the schema of
+the agent's version (A2A 1.0 sections 3.2 and 9.4, JSON-RPC; section 4.4.1, the card; 13.2, SSRF).
+
+The agents are real HTTP servers on 127.0.0.1: the official a2a-sdk 1.3 server (tests/interop_client), and a
+deliberately broken agent answering wrong shapes. The dashboard is a real `Parley` app, reached in process."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+
+import httpx
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from interop_client.sdk_servers import running as sdk_running
+from interop_client.sdk_servers import start_sdk13_server
+from parley.serve import default_app
+from parley.settings import DashboardSettings, Settings
+from support import free_port
+
+pytest.importorskip("a2a")
+
+
+def broken_agent_app(base: str) -> Starlette:
+    """A 1.0 agent that gets things wrong: its card lacks REQUIRED fields, SendMessage answers a task in an
+    unknown state under another id, and its stream's second frame is not a StreamResponse."""
+
+    async def card(request: Request) -> Response:
+        return JSONResponse({"name": "Broken", "supportedInterfaces": [
+            {"url": f"{base}/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]})
+
+    async def rpc(request: Request) -> Response:
+        body = await request.json()
+        if body["method"] == "SendStreamingMessage":
+            good = {"jsonrpc": "2.0", "id": body["id"], "result": {"task": {
+                "id": "t1", "contextId": "c1", "status": {"state": "TASK_STATE_WORKING"}}}}
+            bad = {"jsonrpc": "2.0", "id": body["id"], "result": {"status": "done"}}
+            text = f"data: {json.dumps(good)}\n\ndata: {json.dumps(bad)}\n\n"
+            return Response(text, media_type="text/event-stream")
+        return JSONResponse({"jsonrpc": "2.0", "id": "not-yours", "result": {"task": {
+            "id": "t1", "contextId": "c1", "status": {"state": "TASK_STATE_SLEEPY"}}}})
+
+    return Starlette(routes=[Route("/.well-known/agent-card.json", card), Route("/rpc", rpc, methods=["POST"])])
+
+
+@pytest.fixture
+def broken_agent() -> Iterator[str]:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = uvicorn.Server(uvicorn.Config(broken_agent_app(base), host="127.0.0.1", port=port, log_level="warning"))
+    import threading
+    import time
+
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the broken agent did not start"
+        time.sleep(0.01)
+    yield base
+    server.should_exit = True
+    thread.join(timeout=20)
+
+
+@asynccontextmanager
+async def dashboard(allow: list[str]) -> AsyncIterator[httpx.AsyncClient]:
+    """An open dashboard (loopback) whose inspector may reach `allow`, with its session cookie and CSRF token."""
+    app = default_app()
+    app.settings = Settings(db="memory", dashboard=DashboardSettings(inspect_allow=allow))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app.asgi()),
+                                 base_url="http://127.0.0.1:8000") as http:
+        page = await http.get("/ui/inspect")
+        assert page.status_code == 200
+        http.headers["X-CSRF-Token"] = re.search(r'name="csrf-token" content="([^"]+)"', page.text).group(1)
+        yield http
+
+
+def fails(checks: list[dict]) -> list[str]:
+    return [c["what"] for c in checks if not c["ok"]]
+
+
+async def test_a_private_address_is_refused_without_inspect_allow(broken_agent: str) -> None:
+    """127.0.0.1 is loopback: without `[server.dashboard] inspect_allow` the inspector does not reach it, and
+    the page says why and how to allow it; calls are refused the same way."""
+    async with dashboard([]) as http:
+        page = await http.get("/ui/inspect", params={"url": broken_agent})
+        assert page.status_code == 502
+        assert "resolves to 127.0.0.1, a loopback address" in page.text
+        assert "[server.dashboard] inspect_allow" in page.text and "Broken" not in page.text
+        call = await http.post("/ui/inspect/call", json={"url": broken_agent, "method": "SendMessage", "params": {}})
+        assert call.status_code == 400 and "loopback" in call.json()["error"]
+
+
+async def test_the_broken_agents_mistakes_are_marked(broken_agent: str) -> None:
+    """The card's missing REQUIRED fields, the response's wrong id and unknown state, and the stream frame
+    that is not a StreamResponse are each marked as failing, with the reason."""
+    async with dashboard(["127.0.0.0/8"]) as http:
+        page = await http.get("/ui/inspect", params={"url": broken_agent})
+        assert page.status_code == 200 and "A2A 1.0" in page.text
+        assert "REQUIRED field `description` is missing or empty" in page.text
+        message = {"message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}
+        call = await http.post("/ui/inspect/call", json={"url": broken_agent, "method": "SendMessage",
+                                                         "params": message})
+        assert call.status_code == 200
+        frame = call.json()["frames"][0]
+        assert not frame["valid"]
+        problems = fails(frame["checks"])
+        assert any("`id` is the request's" in p and "'not-yours'" in p for p in problems)
+        assert any("TASK_STATE_SLEEPY" in p for p in problems)
+        # without the CSRF token nothing is sent
+        refused = await http.post("/ui/inspect/call", headers={"X-CSRF-Token": "wrong"},
+                                  json={"url": broken_agent, "method": "SendMessage", "params": message})
+        assert refused.status_code == 403
+        frames = await sse_frames(http, {"url": broken_agent, "method": "SendStreamingMessage", "params": message})
+        assert [f["valid"] for f in frames] == [True, False]
+        assert fails(frames[1]["checks"]) == ["exactly one of task, message, statusUpdate, artifactUpdate is set"]
+
+
+async def sse_frames(http: httpx.AsyncClient, body: dict) -> list[dict]:
+    """The `frame` events of an /inspect/stream answer."""
+    frames = []
+    async with http.stream("POST", "/ui/inspect/stream", json=body) as response:
+        assert response.status_code == 200, await response.aread()
+        event = None
+        async for line in response.aiter_lines():
+            if line.startswith("event: "):
+                event = line[7:]
+            elif line.startswith("data: "):
+                assert event != "error", line
+                if event == "frame":
+                    frames.append(json.loads(line[6:]))
+    return frames
+
+
+async def test_an_a2a_sdk_agent_passes_in_both_versions() -> None:
+    """The official a2a-sdk 1.3 server: its card passes, SendMessage's answer and every frame of a stream
+    pass the 1.0 checks, and over its 0.3 interface message/send passes the 0.3 checks; the conversation
+    goes on (the interviewer's input-required task is continued with its id)."""
+    with sdk_running(start_sdk13_server) as sdk:
+        async with dashboard(["127.0.0.0/8"]) as http:
+            url = sdk.agent_url("interviewer")
+            page = await http.get("/ui/inspect", params={"url": url})
+            assert page.status_code == 200 and 'class="fail"' not in page.text, page.text
+            first = await http.post("/ui/inspect/call", json={"url": url, "method": "SendMessage", "params": {
+                "message": {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hello"}],
+                            "metadata": {"from": "inspector"}}}})
+            frame = first.json()["frames"][0]
+            assert frame["valid"], fails(frame["checks"])
+            task = frame["body"]["result"]["task"]
+            assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+            frames = await sse_frames(http, {"url": url, "method": "SendStreamingMessage", "params": {
+                "message": {"messageId": "m2", "role": "ROLE_USER", "parts": [{"text": "Ada"}],
+                            "taskId": task["id"], "contextId": task["contextId"]}}})
+            assert frames and all(f["valid"] for f in frames), [fails(f["checks"]) for f in frames]
+            assert frames[-1]["body"]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+            got = await http.post("/ui/inspect/call", json={"url": url, "method": "GetTask",
+                                                            "params": {"id": task["id"]}})
+            assert got.json()["frames"][0]["valid"], fails(got.json()["frames"][0]["checks"])
+            echo = sdk.agent_url("echo")
+            v03 = await http.post("/ui/inspect/call", json={
+                "url": echo, "method": "message/send", "endpoint": f"JSONRPC 0.3 {echo}", "params": {"message": {
+                    "kind": "message", "messageId": "m3", "role": "user", "parts": [{"kind": "text", "text": "hi"}]}}})
+            frame = v03.json()["frames"][0]
+            assert frame["valid"] and frame["body"]["result"]["kind"] == "task", fails(frame["checks"])
+            assert "`result.kind` is one of message, task (got 'task')" in [c["what"] for c in frame["checks"]]
+            wrong = await http.post("/ui/inspect/call", json={"url": echo, "method": "message/send", "params": {}})
+            assert wrong.status_code == 400 and "unknown method 'message/send' for A2A 1.0" in wrong.json()["error"]
+
+
+def test_a_bad_inspect_allow_entry_is_named() -> None:
+    """`[server.dashboard] inspect_allow` holds CIDRs: anything else is refused at start, naming the entry."""
+    problems = Settings(dashboard=DashboardSettings(inspect_allow=["10.0.0.0/8", "intranet"])).problems()
+    assert ("dashboard.inspect_allow",
+            "dashboard.inspect_allow entry 'intranet' is not an IP address or CIDR network") in problems
+
+
+async def test_subscribe_cancel_get_and_list_on_an_a2a_sdk_agent() -> None:
+    """A2A 1.0 sections 3.1.3-3.1.6: a task of the SDK's slow agent (it works until released or canceled) is
+    listed, resubscribed to (SubscribeToTask: its frames checked as StreamResponse) and canceled (CancelTask:
+    a Task, checked); GetTask then says canceled. Every answer passes."""
+    with sdk_running(start_sdk13_server) as sdk:
+        async with dashboard(["127.0.0.0/8"]) as http:
+            url = sdk.agent_url("slow")
+
+            async def call(method: str, params: dict) -> dict:
+                answer = await http.post("/ui/inspect/call", json={"url": url, "method": method, "params": params})
+                frame = answer.json()["frames"][0]
+                assert frame["valid"], (method, fails(frame["checks"]))
+                return frame["body"]["result"]
+
+            started = await call("SendMessage", {"message": {
+                "messageId": "s1", "role": "ROLE_USER", "parts": [{"text": "work"}]},
+                "configuration": {"returnImmediately": True}})
+            task_id = started["task"]["id"]
+            listed = await call("ListTasks", {})
+            assert task_id in [t["id"] for t in listed["tasks"]]
+            canceled = await call("CancelTask", {"id": task_id})
+            assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
+            got = await call("GetTask", {"id": task_id})
+            assert got["status"]["state"] == "TASK_STATE_CANCELED"
+            frames = await sse_frames(http, {"url": url, "method": "SubscribeToTask", "params": {"id": task_id}})
+            # a settled task cannot be subscribed to: the SDK answers one JSON-RPC error (application/json)
+            (refusal,) = frames
+            assert refusal["valid"], fails(refusal["checks"])
+            assert refusal["body"]["error"]["code"] == -32004
+
+
+async def test_an_http_json_interface_is_called_and_checked() -> None:
+    """A2A 1.0 section 11: over a Parley server's HTTP+JSON interface the inspector sends `POST
+    {url}/message:send`, `GET {url}/tasks/{id}` and `POST {url}/message:stream`; the bare results and every
+    SSE frame pass, and a 404 for an unknown task is checked as google.rpc.Status (section 11.6)."""
+    from support import running
+
+    app = default_app()
+    app.settings = Settings(db="memory")
+    with running(app) as server:
+        async with dashboard(["127.0.0.0/8"]) as http:
+            url = f"{server.url}/a2a/echo"
+            page = await http.get("/ui/inspect", params={"url": url})
+            rest = f"HTTP+JSON 1.0 {url}"
+            assert f'<option value="{rest}" data-version="1.0">' in page.text
+
+            async def call(method: str, params: dict) -> dict:
+                answer = await http.post("/ui/inspect/call", json={"url": url, "endpoint": rest, "method": method,
+                                                                   "params": params})
+                assert answer.status_code == 200, answer.text
+                return answer.json()
+
+            sent = await call("SendMessage", {"message": {"messageId": "r1", "role": "ROLE_USER",
+                                                          "parts": [{"text": "over rest"}]}})
+            assert sent["request"]["method"] == "POST" and sent["request"]["url"].endswith("/message:send")
+            frame = sent["frames"][0]
+            assert frame["valid"], fails(frame["checks"])
+            task_id = frame["body"]["task"]["id"]
+            got = await call("GetTask", {"id": task_id})
+            assert got["request"]["url"].endswith(f"/tasks/{task_id}") and got["frames"][0]["valid"]
+            missing = await call("GetTask", {"id": "no-such-task"})
+            assert missing["status"] == 404
+            assert missing["frames"][0]["valid"], fails(missing["frames"][0]["checks"])
+            frames = await sse_frames(http, {"url": url, "endpoint": rest, "method": "SendStreamingMessage",
+                                             "params": {"message": {"messageId": "r2", "role": "ROLE_USER",
+                                                                    "parts": [{"text": "stream over rest"}]}}})
+            assert len(frames) >= 2 and all(f["valid"] for f in frames), [fails(f["checks"]) for f in frames]
+            assert frames[-1]["body"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
