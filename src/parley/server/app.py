@@ -54,7 +54,7 @@ from parley.server.rest_base import is_v03_path, status_body
 from parley.server.rest_v03 import RestV03Endpoint
 from parley.server.rpc_door import JsonRpcDoor, route_path, rpc_agent_of
 from parley.server.service import PushLogRequest, TraceRequest
-from parley.server.urls import agent_url, base_url
+from parley.server.urls import agent_url, base_url, names_this_server
 from parley.telemetry import hooks as telemetry
 from parley.web.dashboard import Dashboard
 
@@ -171,8 +171,9 @@ class HttpServer:
     async def _card(self, request: Request, agent_id: str, url: str) -> Response:
         security = await self.runtime.security.card_security()
         base = base_url(request, self.settings)
+        signing_key = await self.runtime.card_signer.active() if names_this_server(request, self.settings) else None
         doc = self.runtime.cards.document(agent_id, url, v1=_wants_v1(request), security=security,
-                                          signing_key=await self.runtime.card_signer.active(),
+                                          signing_key=signing_key,
                                           jku=base + JWKS_PATH)
         return _card_response(request, doc, link=link_header(base))
 
@@ -191,7 +192,8 @@ class HttpServer:
                         headers={"Cache-Control": f"public, max-age={CARD_MAX_AGE}"})
 
     async def list_agents(self, request: Request) -> Response:
-        cards = [card_v1(await self.runtime.public_card(agent_id, self.agent_url(request, agent_id)))
+        signed = names_this_server(request, self.settings)
+        cards = [card_v1(await self.runtime.public_card(agent_id, self.agent_url(request, agent_id), signed=signed))
                  for agent_id in self.runtime.agents]
         body = {"agents": cards, "default": self.runtime.default_agent,
                 "unavailable": self.runtime.unavailable_agents()}  # agent id -> why it cannot work now

@@ -10,6 +10,7 @@ import re
 
 from starlette.requests import Request
 
+from parley.server.loopback import loopback_host
 from parley.settings import Settings
 
 # A host name or IPv4 address, or a bracketed IPv6 address, with an optional port (RFC 3986 authority, no user).
@@ -28,6 +29,22 @@ def base_url(request: Request, settings: Settings) -> str:
     if host is not None and not _HOST.fullmatch(host):  # not a host[:port]: name the address it came in on
         return f"{request.url.scheme}://{_own_netloc(request)}{request.scope.get('root_path', '')}".rstrip("/")
     return str(request.base_url).rstrip("/")
+
+
+def names_this_server(request: Request, settings: Settings) -> bool:
+    """Whether :func:`base_url` of `request` is one this server may vouch for by signing a card naming it: the
+    configured `public_url`, what a trusted proxy forwarded, a loopback name, or the address the request came in
+    on. Any other `Host` is the client's own choice: a card naming it is served unsigned, never signed (else
+    anyone could get a card signed by this server that sends its readers, and their credentials, elsewhere).
+    """
+    if settings.public_url or forwarded_base(request, settings.forwarded_allow_ips):
+        return True
+    host = request.headers.get("host")
+    if host is None or not _HOST.fullmatch(host):
+        return True  # base_url names the address the request came in on
+    if loopback_host(request):
+        return True
+    return host.lower() == _own_netloc(request).lower()
 
 
 def _own_netloc(request: Request) -> str:
@@ -75,4 +92,4 @@ def forwarded_base(request: Request, trusted: list[str]) -> str | None:
     return f"{scheme}://{netloc}{str(request.base_url.path).rstrip('/')}{prefix}"
 
 
-__all__ = ["agent_url", "base_url", "forwarded_base"]
+__all__ = ["agent_url", "base_url", "forwarded_base", "names_this_server"]

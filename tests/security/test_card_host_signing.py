@@ -1,0 +1,51 @@
+"""Adversarial pass, second round (docs/security.md): the server's card key never vouches for a `Host` the
+caller chose. A 1.0 card's signature covers its `supportedInterfaces` (A2A 1.0 §8.4.1, §8.4.3): a card that
+names another host and verifies under this server's published keys sends every client that trusts those keys
+(and their credentials) to that host. On main, `GET /.well-known/agent-card.json` with `Host: evil.example`
+(no credentials needed) returned exactly such a card."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from parley.client.card_trust import CardTrust, CardVerificationError
+from support import running, secured_app
+
+EVIL = "evil.example"
+PATHS = ["/.well-known/agent-card.json", "/a2a/echo/.well-known/agent-card.json"]
+V1 = {"A2A-Version": "1.0"}
+
+
+def _trust(url: str) -> CardTrust:
+    return CardTrust(httpx.get(url + "/.well-known/agent-card-jwks.json").json())
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_card_for_a_forged_host_is_not_signed_by_the_server(path):
+    app, _admin = secured_app()
+    with running(app) as srv:
+        trust = _trust(srv.url)
+        own = httpx.get(srv.url + path, headers=V1).json()
+        assert trust.check(own)  # the card the server's own address names is signed: the check below can fail
+        forged = httpx.get(srv.url + path, headers={**V1, "Host": EVIL})
+        assert forged.status_code == 200
+        card = forged.json()
+        assert all(EVIL in i["url"] for i in card["supportedInterfaces"])  # base_url still follows Host
+        with pytest.raises(CardVerificationError) as refused:
+            trust.check(card)
+        assert refused.value.reason == "missing"
+
+
+def test_agent_list_for_a_forged_host_is_not_signed():
+    """GET /agents (a key holder's view) signs its cards only for an address this server can vouch for."""
+    app, admin = secured_app()
+    with running(app) as srv:
+        trust = _trust(srv.url)
+        own = httpx.get(srv.url + "/agents", headers={"X-API-Key": admin}).json()["agents"]
+        assert all(trust.check(card) for card in own)
+        forged = httpx.get(srv.url + "/agents", headers={"X-API-Key": admin, "Host": EVIL})
+        assert forged.status_code == 200
+        for card in forged.json()["agents"]:
+            assert EVIL in card["supportedInterfaces"][0]["url"]
+            assert not card.get("signatures")
