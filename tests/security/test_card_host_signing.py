@@ -49,3 +49,24 @@ def test_agent_list_for_a_forged_host_is_not_signed():
         for card in forged.json()["agents"]:
             assert EVIL in card["supportedInterfaces"][0]["url"]
             assert not card.get("signatures")
+
+
+@pytest.mark.xfail(strict=True, reason="open (docs/security.md, adversarial pass 2026-11-28, second round): the "
+                   "extended card of a call is signed for the URL its Host names; the runtime cannot tell there")
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+def test_extended_card_for_a_forged_host_is_not_signed(binding):
+    """GetExtendedAgentCard (A2A 1.0 §3.1.11, §8.4): a key holder's call with a forged Host gets no card signed
+    by this server that names that host."""
+    app, admin = secured_app()
+    with running(app) as srv:
+        trust = _trust(srv.url)
+        headers = {"X-API-Key": admin, **V1, "Host": EVIL}
+        if binding == "JSONRPC":
+            resp = httpx.post(srv.url + "/a2a/echo", headers=headers,
+                              json={"jsonrpc": "2.0", "id": 1, "method": "GetExtendedAgentCard", "params": {}})
+            card = resp.json()["result"]
+        else:
+            card = httpx.get(srv.url + "/a2a/echo/extendedAgentCard", headers=headers).json()
+        assert EVIL in card["supportedInterfaces"][0]["url"]
+        with pytest.raises(CardVerificationError):
+            trust.check(card)
