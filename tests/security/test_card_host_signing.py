@@ -70,3 +70,18 @@ def test_extended_card_for_a_forged_host_is_not_signed(binding):
         assert EVIL in card["supportedInterfaces"][0]["url"]
         with pytest.raises(CardVerificationError):
             trust.check(card)
+
+
+def test_dashboard_agent_page_for_a_forged_host_shows_no_signed_card():
+    """The dashboard's agent page (a logged-in viewer) shows the card it would serve: signed for the server's own
+    address, never for a Host the viewer chose (else the page hands out the same signed card)."""
+    app, admin = secured_app()
+    with running(app) as srv, httpx.Client(base_url=srv.url) as http:
+        login = http.get("/ui/login").text
+        csrf = login.split('name="csrf-token" content="')[1].split('"')[0]
+        assert http.post("/ui/login", data={"credential": admin, "csrf": csrf, "next": "/"}).status_code == 303
+        own = http.get("/ui/agents/echo")
+        assert own.status_code == 200 and "protected" in own.text  # the signed card is shown: the check can fail
+        forged = http.get("/ui/agents/echo", headers={"Host": EVIL})
+        assert forged.status_code == 200 and EVIL in forged.text
+        assert "protected" not in forged.text
