@@ -54,7 +54,7 @@ from parley.server.rest_base import is_v03_path, status_body
 from parley.server.rest_v03 import RestV03Endpoint
 from parley.server.rpc_door import JsonRpcDoor, route_path, rpc_agent_of
 from parley.server.service import PushLogRequest, TraceRequest
-from parley.server.urls import agent_url, base_url, names_this_server
+from parley.server.urls import RequestAgentUrl, agent_url, base_url, names_this_server
 from parley.telemetry import hooks as telemetry
 from parley.web.dashboard import Dashboard
 
@@ -129,25 +129,26 @@ class HttpServer:
         """A JSON-RPC POST to an agent (None: the default agent, at `/`); routed by parley.server.rpc_door."""
         if agent_id is None:
             default = self.runtime.default_agent
-            return await self.jsonrpc.handle(request, default, lambda: self.agent_url(request, default, root=True))
+            url = RequestAgentUrl(request, self.settings, default, root=True)
+            return await self.jsonrpc.handle(request, default, url)
         if agent_id not in self.runtime.agents:
             return self._unknown_agent(agent_id)
-        return await self.jsonrpc.handle(request, agent_id, lambda: self.agent_url(request, agent_id))
+        return await self.jsonrpc.handle(request, agent_id, RequestAgentUrl(request, self.settings, agent_id))
 
     async def rest_agent(self, request: Request) -> Response:
         agent_id, path = request.path_params["agent_id"], request.path_params["rest"]
         if agent_id not in self.runtime.agents:  # answered in the binding's own error body and media type
             return self._rest_endpoint(path).error_response(request, self._no_agent(agent_id))
-        return await self._rest(request, agent_id, path, lambda: self.agent_url(request, agent_id))
+        return await self._rest(request, agent_id, path, RequestAgentUrl(request, self.settings, agent_id))
 
     async def rest_root(self, request: Request) -> Response:
         """REST paths of the default agent, and the `/{tenant}/...` form where the tenant names an agent."""
         path: str = request.path_params["rest"]
         head, _, tail = path.partition("/")
         if head in self.runtime.agents and tail:
-            return await self._rest(request, head, tail, lambda: self.agent_url(request, head))
+            return await self._rest(request, head, tail, RequestAgentUrl(request, self.settings, head))
         agent_id = self.runtime.default_agent
-        return await self._rest(request, agent_id, path, lambda: self.agent_url(request, agent_id, root=True))
+        return await self._rest(request, agent_id, path, RequestAgentUrl(request, self.settings, agent_id, root=True))
 
     def _rest_endpoint(self, path: str) -> RestEndpoint:
         """The HTTP+JSON binding a path below an agent's base URL belongs to: 0.3 under `v1/`, else 1.0."""
@@ -225,7 +226,7 @@ class HttpServer:
         task_id = request.path_params["task_id"]
 
         async def decode() -> Call:
-            return Call(agent_id, op, make(task_id), "1.0", agent_url=lambda: self.agent_url(request, agent_id))
+            return Call(agent_id, op, make(task_id), "1.0", agent_url=RequestAgentUrl(request, self.settings, agent_id))
 
         try:
             outcome = await self.runtime.pipeline.serve("HTTP", credentials_of(request), decode, agent_id)

@@ -7,6 +7,7 @@ Configured (`public_url`), else as a trusted reverse proxy forwarded them
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from starlette.requests import Request
 
@@ -59,6 +60,23 @@ def agent_url(base: str, agent_id: str, *, root: bool = False) -> str:
     return f"{base}/" if root else f"{base}/a2a/{agent_id}"
 
 
+@dataclass(frozen=True, slots=True)
+class RequestAgentUrl:
+    """An agent's URL as one request names it, computed on demand (calling it), and whether this server may sign
+    a card naming it (:meth:`vouched`, :func:`names_this_server`)."""
+
+    request: Request
+    settings: Settings
+    agent_id: str
+    root: bool = False
+
+    def __call__(self) -> str:
+        return agent_url(base_url(self.request, self.settings), self.agent_id, root=self.root)
+
+    def vouched(self) -> bool:
+        return names_this_server(self.request, self.settings)
+
+
 def forwarded_base(request: Request, trusted: list[str]) -> str | None:
     """The base URL a reverse proxy says the client used (`Forwarded`, or `X-Forwarded-Proto/-Host/-Prefix`).
 
@@ -92,4 +110,4 @@ def forwarded_base(request: Request, trusted: list[str]) -> str | None:
     return f"{scheme}://{netloc}{str(request.base_url.path).rstrip('/')}{prefix}"
 
 
-__all__ = ["agent_url", "base_url", "forwarded_base", "names_this_server"]
+__all__ = ["RequestAgentUrl", "agent_url", "base_url", "forwarded_base", "names_this_server"]
