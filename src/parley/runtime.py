@@ -228,19 +228,21 @@ class Runtime:
                 checks[name] = f"{type(exc).__name__}: {exc}"[:300]
         return checks
 
-    async def public_card(self, agent_id: str, agent_url: str) -> m.AgentCard:
-        """The card anyone may read, declaring the security that is enforced (signed: docs/cards.md)."""
-        return await self._signed(self.cards.card(agent_id, agent_url, await self.security.card_security()),
-                                  agent_id, agent_url)
+    async def public_card(self, agent_id: str, agent_url: str, *, signed: bool = True) -> m.AgentCard:
+        """The card anyone may read, declaring the security that is enforced (signed: docs/cards.md, unless
+        `signed` is False: `agent_url` comes from a `Host` this server cannot vouch for)."""
+        card = self.cards.card(agent_id, agent_url, await self.security.card_security())
+        return await self._signed(card, agent_id, agent_url) if signed else card
 
-    async def extended_card(self, agent_id: str, agent_url: str, principal: Principal) -> m.AgentCard | None:
-        """The authenticated extended card: the skills this caller may use; None while the server is open."""
+    async def extended_card(self, agent_id: str, agent_url: str, principal: Principal,
+                            signed: bool = True) -> m.AgentCard | None:
+        """The authenticated extended card: the skills this caller may use; None while the server is open. Signed
+        unless `signed` is False (`agent_url` follows a `Host` this server cannot vouch for)."""
         security = await self.security.card_security()
         if security is None:
             return None
-        return await self._signed(
-            self.cards.card(agent_id, agent_url, security, self.security.visible_skills(agent_id, principal)),
-            agent_id, agent_url)
+        card = self.cards.card(agent_id, agent_url, security, self.security.visible_skills(agent_id, principal))
+        return await self._signed(card, agent_id, agent_url) if signed else card
 
     async def _signed(self, card: m.AgentCard, agent_id: str, agent_url: str) -> m.AgentCard:
         """`card` with a signature by the card key, its `jku` below the base URL of `agent_url` (A2A 1.0 §8.4)."""

@@ -45,11 +45,12 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 # Not covered by `is_global` / `is_private` in every Python version, or worth naming explicitly.
 _ALWAYS_REFUSED = [ipaddress.ip_network(n) for n in (
     "0.0.0.0/8", "100.64.0.0/10", "169.254.0.0/16", "192.0.0.0/24", "198.18.0.0/15", "224.0.0.0/4",
-    "240.0.0.0/4", "::/128", "::1/128", "fe80::/10", "fc00::/7", "ff00::/8", "64:ff9b:1::/48",
+    "240.0.0.0/4", "::/128", "::1/128", "fe80::/10", "fec0::/10", "fc00::/7", "ff00::/8", "64:ff9b:1::/48",
     "168.63.129.16/32",  # Azure's platform endpoint (DHCP, DNS, the VM agent): public, but never a webhook
 )]
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")  # the well-known prefix: the last 32 bits are an IPv4 address
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated ::a.b.c.d
+_IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # SIIT ::ffff:0:a.b.c.d (RFC 2765): a translator's IPv4
 METADATA_HOSTS = frozenset({"metadata.google.internal", "metadata", "instance-data"})
 
 
@@ -175,8 +176,8 @@ class UrlGuard:
 
 
 def embedded_ipv4(address: Address) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv6 address carries (mapped, compatible, NAT64, 6to4), which is where a connection
-    to it ends up; None for other addresses."""
+    """The IPv4 address an IPv6 address carries (mapped, compatible, translated, NAT64, 6to4), which is where a
+    connection to it ends up; None for other addresses."""
     if address.version != 6:
         return None
     assert isinstance(address, ipaddress.IPv6Address)
@@ -184,8 +185,8 @@ def embedded_ipv4(address: Address) -> ipaddress.IPv4Address | None:
         return address.ipv4_mapped
     if address.sixtofour is not None:
         return address.sixtofour
-    if address in _NAT64 or (address in _IPV4_COMPATIBLE and int(address) > 1):  # `::` and `::1` are themselves
-        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if address in _NAT64 or address in _IPV4_TRANSLATED or (address in _IPV4_COMPATIBLE and int(address) > 1):
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)  # (`::`, `::1`: not compatible forms)
     return None
 
 

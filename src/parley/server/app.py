@@ -54,7 +54,7 @@ from parley.server.rest_base import is_v03_path, status_body
 from parley.server.rest_v03 import RestV03Endpoint
 from parley.server.rpc_door import JsonRpcDoor, route_path, rpc_agent_of
 from parley.server.service import PushLogRequest, TraceRequest
-from parley.server.urls import agent_url, base_url
+from parley.server.urls import RequestAgentUrl, agent_url, base_url, names_this_server
 from parley.telemetry import hooks as telemetry
 from parley.web.dashboard import Dashboard
 
@@ -129,25 +129,26 @@ class HttpServer:
         """A JSON-RPC POST to an agent (None: the default agent, at `/`); routed by parley.server.rpc_door."""
         if agent_id is None:
             default = self.runtime.default_agent
-            return await self.jsonrpc.handle(request, default, lambda: self.agent_url(request, default, root=True))
+            url = RequestAgentUrl(request, self.settings, default, root=True)
+            return await self.jsonrpc.handle(request, default, url)
         if agent_id not in self.runtime.agents:
             return self._unknown_agent(agent_id)
-        return await self.jsonrpc.handle(request, agent_id, lambda: self.agent_url(request, agent_id))
+        return await self.jsonrpc.handle(request, agent_id, RequestAgentUrl(request, self.settings, agent_id))
 
     async def rest_agent(self, request: Request) -> Response:
         agent_id, path = request.path_params["agent_id"], request.path_params["rest"]
         if agent_id not in self.runtime.agents:  # answered in the binding's own error body and media type
             return self._rest_endpoint(path).error_response(request, self._no_agent(agent_id))
-        return await self._rest(request, agent_id, path, lambda: self.agent_url(request, agent_id))
+        return await self._rest(request, agent_id, path, RequestAgentUrl(request, self.settings, agent_id))
 
     async def rest_root(self, request: Request) -> Response:
         """REST paths of the default agent, and the `/{tenant}/...` form where the tenant names an agent."""
         path: str = request.path_params["rest"]
         head, _, tail = path.partition("/")
         if head in self.runtime.agents and tail:
-            return await self._rest(request, head, tail, lambda: self.agent_url(request, head))
+            return await self._rest(request, head, tail, RequestAgentUrl(request, self.settings, head))
         agent_id = self.runtime.default_agent
-        return await self._rest(request, agent_id, path, lambda: self.agent_url(request, agent_id, root=True))
+        return await self._rest(request, agent_id, path, RequestAgentUrl(request, self.settings, agent_id, root=True))
 
     def _rest_endpoint(self, path: str) -> RestEndpoint:
         """The HTTP+JSON binding a path below an agent's base URL belongs to: 0.3 under `v1/`, else 1.0."""
@@ -171,9 +172,10 @@ class HttpServer:
     async def _card(self, request: Request, agent_id: str, url: str) -> Response:
         security = await self.runtime.security.card_security()
         base = base_url(request, self.settings)
+        signing_key = await self.runtime.card_signer.active() if names_this_server(request, self.settings) else None
         doc = self.runtime.cards.document(agent_id, url, v1=_wants_v1(request), security=security,
                                           v1_1=_wants_v1_1(request),
-                                          signing_key=await self.runtime.card_signer.active(),
+                                          signing_key=signing_key,
                                           jku=base + JWKS_PATH)
         return _card_response(request, doc, link=link_header(base))
 
@@ -192,7 +194,8 @@ class HttpServer:
                         headers={"Cache-Control": f"public, max-age={CARD_MAX_AGE}"})
 
     async def list_agents(self, request: Request) -> Response:
-        cards = [card_v1(await self.runtime.public_card(agent_id, self.agent_url(request, agent_id)))
+        signed = names_this_server(request, self.settings)
+        cards = [card_v1(await self.runtime.public_card(agent_id, self.agent_url(request, agent_id), signed=signed))
                  for agent_id in self.runtime.agents]
         body = {"agents": cards, "default": self.runtime.default_agent,
                 "unavailable": self.runtime.unavailable_agents()}  # agent id -> why it cannot work now
@@ -224,7 +227,7 @@ class HttpServer:
         task_id = request.path_params["task_id"]
 
         async def decode() -> Call:
-            return Call(agent_id, op, make(task_id), "1.0", agent_url=lambda: self.agent_url(request, agent_id))
+            return Call(agent_id, op, make(task_id), "1.0", agent_url=RequestAgentUrl(request, self.settings, agent_id))
 
         try:
             outcome = await self.runtime.pipeline.serve("HTTP", credentials_of(request), decode, agent_id)

@@ -37,8 +37,9 @@ from parley.tasks.store import StoredPushConfig
 from parley.tasks.turn import reply_of
 
 CardSource = Callable[[str, str], Awaitable[m.AgentCard]]  # (agent id, agent URL) -> the agent's public card
-# (agent id, agent URL, caller) -> the caller's extended card, or None when none is offered
-ExtendedCardSource = Callable[[str, str, Principal], Awaitable["m.AgentCard | None"]]
+# (agent id, agent URL, caller, whether a card naming that URL may be signed) -> the caller's extended card, or None
+# when none is offered
+ExtendedCardSource = Callable[[str, str, Principal, bool], Awaitable["m.AgentCard | None"]]
 
 
 @dataclass(slots=True)
@@ -58,6 +59,13 @@ class CallContext:
     def agent_url(self) -> str | None:
         """The agent's URL as the caller sees it (for cards and traces)."""
         return self.agent_url_of() if self.agent_url_of is not None else None
+
+    @property
+    def agent_url_vouched(self) -> bool:
+        """Whether this server may sign a card naming :attr:`agent_url`: False when the URL follows a `Host` the
+        caller chose (parley.server.urls.names_this_server); True for a URL from the settings."""
+        vouched = getattr(self.agent_url_of, "vouched", None)
+        return bool(vouched()) if callable(vouched) else True
 
     @property
     def owner(self) -> str:
@@ -151,7 +159,7 @@ class A2AService:
         if op is Operation.EXTENDED_CARD:
             card = None
             if self.extended_card is not None:
-                card = await self.extended_card(ctx.agent_id, ctx.agent_url or "", ctx.principal)
+                card = await self.extended_card(ctx.agent_id, ctx.agent_url or "", ctx.principal, ctx.agent_url_vouched)
             if card is not None:
                 return card
             if ctx.version == "1.0":

@@ -7,9 +7,11 @@ Configured (`public_url`), else as a trusted reverse proxy forwarded them
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from starlette.requests import Request
 
+from parley.server.loopback import loopback_host
 from parley.settings import Settings
 
 # A host name or IPv4 address, or a bracketed IPv6 address, with an optional port (RFC 3986 authority, no user).
@@ -30,6 +32,22 @@ def base_url(request: Request, settings: Settings) -> str:
     return str(request.base_url).rstrip("/")
 
 
+def names_this_server(request: Request, settings: Settings) -> bool:
+    """Whether :func:`base_url` of `request` is one this server may vouch for by signing a card naming it: the
+    configured `public_url`, what a trusted proxy forwarded, a loopback name, or the address the request came in
+    on. Any other `Host` is the client's own choice: a card naming it is served unsigned, never signed (else
+    anyone could get a card signed by this server that sends its readers, and their credentials, elsewhere).
+    """
+    if settings.public_url or forwarded_base(request, settings.forwarded_allow_ips):
+        return True
+    host = request.headers.get("host")
+    if host is None or not _HOST.fullmatch(host):
+        return True  # base_url names the address the request came in on
+    if loopback_host(request):
+        return True
+    return host.lower() == _own_netloc(request).lower()
+
+
 def _own_netloc(request: Request) -> str:
     """The address and port the request came in on (when its Host header cannot be used)."""
     addr, port = request.scope.get("server") or ("127.0.0.1", 80)
@@ -40,6 +58,23 @@ def _own_netloc(request: Request) -> str:
 def agent_url(base: str, agent_id: str, *, root: bool = False) -> str:
     """Where an agent's JSON-RPC endpoint is below `base` (the default agent also at `base/`)."""
     return f"{base}/" if root else f"{base}/a2a/{agent_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestAgentUrl:
+    """An agent's URL as one request names it, computed on demand (calling it), and whether this server may sign
+    a card naming it (:meth:`vouched`, :func:`names_this_server`)."""
+
+    request: Request
+    settings: Settings
+    agent_id: str
+    root: bool = False
+
+    def __call__(self) -> str:
+        return agent_url(base_url(self.request, self.settings), self.agent_id, root=self.root)
+
+    def vouched(self) -> bool:
+        return names_this_server(self.request, self.settings)
 
 
 def forwarded_base(request: Request, trusted: list[str]) -> str | None:
@@ -75,4 +110,4 @@ def forwarded_base(request: Request, trusted: list[str]) -> str | None:
     return f"{scheme}://{netloc}{str(request.base_url.path).rstrip('/')}{prefix}"
 
 
-__all__ = ["agent_url", "base_url", "forwarded_base"]
+__all__ = ["RequestAgentUrl", "agent_url", "base_url", "forwarded_base", "names_this_server"]

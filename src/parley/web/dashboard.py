@@ -54,7 +54,7 @@ from parley.server.card_signing import JWKS_PATH
 from parley.server.cards import card_v03, card_v1
 from parley.server.http import EventStreamResponse, sse_frame
 from parley.server.loopback import loopback_host
-from parley.server.urls import agent_url, base_url
+from parley.server.urls import agent_url, base_url, names_this_server
 from parley.tasks.store import MAX_PAGE_SIZE, TaskQuery, TaskRecord, decode_cursor, encode_cursor
 from parley.web import charts, oidc
 from parley.web.card_check import check_signature, check_v03, check_v1
@@ -375,11 +375,12 @@ class Dashboard:
             return self._page(request, viewer, "error.html", status=404, message=f"No agent {agent_id!r} here.")
         base = base_url(request, self.runtime.settings)
         summary = self._agent_summary(agent_id, base)
-        card = await self.runtime.public_card(agent_id, summary["url"])
+        vouched = names_this_server(request, self.runtime.settings)  # never sign a card for a Host of the caller's
+        card = await self.runtime.public_card(agent_id, summary["url"], signed=vouched)
         v1, v03 = card_v1(card), card_v03(card)
         served = self.runtime.cards.document(agent_id, summary["url"], v1=True,
                                              security=await self.runtime.security.card_security(),
-                                             signing_key=await self.runtime.card_signer.active(),
+                                             signing_key=await self.runtime.card_signer.active() if vouched else None,
                                              jku=base + JWKS_PATH)
         signed = check_signature(json.loads(served.body), await self.runtime.card_signer.jwks())
         secured = not viewer.open
