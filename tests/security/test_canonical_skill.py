@@ -88,7 +88,7 @@ def test_the_restricted_skill_named_in_the_message_alone_is_checked(server) -> N
     live, token = server
     resp = send(live, token, message_meta={"parley.skill": "claims"})
     error = resp.json()["error"]
-    assert error["code"] == -32011 and error["message"] == "Skill 'claims' needs the scopes {claims}", resp.text
+    assert error["code"] == -31403 and error["message"] == "Skill 'claims' needs the scopes {claims}", resp.text
 
 
 @pytest.mark.parametrize("places", [("request",), ("message",), ("request", "message")])
