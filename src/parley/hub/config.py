@@ -12,10 +12,12 @@ import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import msgspec
 from msgspec import Struct, field
 
+from parley.server.loopback import loopback_name
 from parley.server.reserved import agent_id_problem
 from parley.settings import PushSettings, Settings
 
@@ -311,6 +313,12 @@ def _check_exchange(path: str, key: str, agent: AgentConfig) -> None:
     assert te is not None
     if not te.token_endpoint.startswith(("http://", "https://")):
         raise ConfigError(path, f"{key}.token_endpoint", "the token endpoint must be an http:// or https:// URL")
+    if _in_clear(te.token_endpoint):
+        raise ConfigError(path, f"{key}.token_endpoint", "the callers' tokens would cross the network in clear: "
+                          "use https:// (http:// only on this machine's loopback)")
+    if _in_clear(agent.card_url or ""):
+        raise ConfigError(path, f"{key.removesuffix('.token_exchange')}.card_url", "token exchange sends each "
+                          "caller's exchanged token to this agent: use https:// (http:// only on the loopback)")
     if not te.client_id:
         raise ConfigError(path, f"{key}.client_id", "the OAuth client id of this server is empty")
     if not te.client_secret_env:
@@ -327,6 +335,12 @@ def _check_exchange(path: str, key: str, agent: AgentConfig) -> None:
                           "callers without a token; set one of them, or use \"refuse\"")
     if te.timeout_seconds <= 0:
         raise ConfigError(path, f"{key}.timeout_seconds", "must be more than 0")
+
+
+def _in_clear(url: str) -> bool:
+    """Whether `url` is plain http:// to another machine (a bearer token sent there is readable on the way)."""
+    parts = urlsplit(url)
+    return parts.scheme == "http" and not loopback_name(parts.hostname)
 
 
 def _is_import_path(value: str | None) -> bool:
