@@ -32,7 +32,6 @@ import sys
 import time
 from pathlib import Path
 
-from a2a.helpers import new_task_from_user_message
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
@@ -45,7 +44,7 @@ from starlette.routing import Route
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cluster_agents import parse
-from sdk_echo_server import EchoExecutor, agent_card
+from sdk_echo_server import EchoExecutor, agent_card, working
 
 
 class StamperExecutor(AgentExecutor):
@@ -60,12 +59,7 @@ class StamperExecutor(AgentExecutor):
             await self.echo.execute(context, event_queue)
             return
         n, interval, delay = parse(text.removeprefix("stamp"))
-        task = context.current_task
-        if task is None:
-            task = new_task_from_user_message(context.message)
-            await event_queue.enqueue_event(task)
-        updater = TaskUpdater(event_queue, task.id, task.context_id)
-        await updater.start_work()
+        updater = await working(context, event_queue)
         await asyncio.sleep(delay)  # pacing of the workload: subscribers attach during this
         start = time.monotonic()
         for i in range(n):

@@ -19,7 +19,7 @@ from starlette.routing import Route
 from parley.app import Parley, Settings
 from parley.settings import PushSettings
 from parley.tasks.memory_store import MemoryTaskStore
-from support import free_port
+from support import free_port, settled_push_log
 
 WAIT = 30.0
 
@@ -50,17 +50,6 @@ def webhook() -> Iterator[tuple[str, dict[str, list[int]]]]:
     thread.join(timeout=10)
 
 
-def settled_log(url: str, task_id: str) -> dict:
-    """The task's push log once no notification is pending (bounded poll: delivery runs on its own)."""
-    deadline = time.monotonic() + WAIT
-    while True:
-        log = httpx.get(f"{url}/tasks/{task_id}/pushLog", timeout=WAIT).json()
-        if log["notifications"] and all(n["state"] != "pending" for n in log["notifications"]):
-            return log
-        assert time.monotonic() < deadline, log
-        time.sleep(0.02)
-
-
 def attempts(otel: Otel, outcome: str) -> int:
     return otel.value("a2a.server.push.attempts", outcome=outcome, a2a__agent__id="echo") or 0
 
@@ -85,7 +74,7 @@ def test_push_attempts_are_counted_by_outcome_with_latency(otel: Otel, serve, we
             "configuration": {"taskPushNotificationConfig": {"url": base + path}}}}
         answer = httpx.post(agent, json=body, headers={"A2A-Version": "1.0"}, timeout=WAIT).json()
         tasks.append(answer["result"]["task"]["id"])
-    logs = [settled_log(agent, t) for t in tasks]
+    logs = [settled_push_log(agent, t) for t in tasks]
     flaky, refused = ([(n["state"], [t["outcome"] for t in n["tries"]]) for n in log["notifications"]]
                       for log in logs)
     # flaky: its first notification is retried once (503), every notification then delivered

@@ -8,8 +8,6 @@ server and a recording webhook receiver on 127.0.0.1 (tests/push_e2e/receiver.py
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import msgspec
 from opentelemetry.trace import SpanKind, StatusCode
@@ -18,20 +16,9 @@ from otelkit import Otel, hex_id
 from parley.app import Parley, Settings
 from parley.settings import PushSettings
 from parley.tasks.memory_store import MemoryTaskStore
-from support import webhook_receiver
+from support import settled_push_log, webhook_receiver
 
 WAIT = 30.0
-
-
-def settled_log(url: str, task_id: str) -> dict:
-    """The task's push log once no notification is pending (bounded poll: delivery runs on its own)."""
-    deadline = time.monotonic() + WAIT
-    while True:
-        log = httpx.get(f"{url}/tasks/{task_id}/pushLog", timeout=WAIT).json()
-        if log["notifications"] and all(n["state"] != "pending" for n in log["notifications"]):
-            return log
-        assert time.monotonic() < deadline, log
-        time.sleep(0.02)
 
 
 def test_each_delivery_attempt_is_a_span_of_the_tasks_trace_and_the_webhook_gets_its_context(spans: Otel,
@@ -55,7 +42,7 @@ def test_each_delivery_attempt_is_a_span_of_the_tasks_trace_and_the_webhook_gets
             "configuration": {"taskPushNotificationConfig": {"url": hook.url, "token": "t"}}}}
         answer = httpx.post(agent, json=body, headers={"A2A-Version": "1.0"}, timeout=WAIT).json()
         task_id = answer["result"]["task"]["id"]
-        log = settled_log(agent, task_id)
+        log = settled_push_log(agent, task_id)
         tries = [t for n in log["notifications"] for t in n["tries"]]
         got = hook.received()
     assert [t["status"] for t in tries][:1] == [503] and len(got) == len(tries)
@@ -117,14 +104,14 @@ def test_an_attempt_refused_before_sending_is_an_error_span(spans: Otel, serve, 
 
     with webhook_receiver().Webhook() as hook:
         task_id = send("hi", push={"url": hook.url, "id": "own", "token": "the-own-token"})["id"]
-        settled_log(agent, task_id)
+        settled_push_log(agent, task_id)
         before = len(hook.received())
         own = asyncio.run(store.push_target(task_id, "own"))
         copied = StoredPushConfig(msgspec.structs.replace(own.config, id="copy"), created_at=own.created_at)
         asyncio.run(store.put_push_config(copied))  # its sealed token, in another row
         spans.exporter.clear()
         send("Ada", task_id=task_id)
-        log = settled_log(agent, task_id)
+        log = settled_push_log(agent, task_id)
         got = hook.received()[before:]
     refused = [n for n in log["notifications"] if n["configId"] == "copy"]
     own_notes = [n for n in log["notifications"] if n["configId"] == "own"]

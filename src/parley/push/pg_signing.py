@@ -18,18 +18,24 @@ from typing import Any
 from parley.postgres import Postgres, PostgresTables
 from parley.push.signing import KeySealer, SigningKey, SigningKeys, new_key
 
-COMPONENT = "signing_keys"
-STEPS = [
-    """
-    CREATE TABLE push_signing_keys (
+
+def key_table_steps(table: str) -> list[str]:
+    """The migration of a signing-key table: the push keys' and the card keys' have the same shape."""
+    return [
+        f"""
+    CREATE TABLE {table} (
         kid TEXT PRIMARY KEY,
         private_pem TEXT NOT NULL,
         created_at DOUBLE PRECISION NOT NULL,
         retired_at DOUBLE PRECISION
     );
-    CREATE UNIQUE INDEX push_signing_keys_one_active ON push_signing_keys ((true)) WHERE retired_at IS NULL;
+    CREATE UNIQUE INDEX {table}_one_active ON {table} ((true)) WHERE retired_at IS NULL;
     """,
-]
+    ]
+
+
+COMPONENT = "signing_keys"
+STEPS = key_table_steps("push_signing_keys")
 KEYS_LOCK = 0x70617273  # pg_advisory_xact_lock key of making and rotating signing keys ("pars")
 
 
@@ -101,17 +107,7 @@ __all__ = ["COMPONENT", "KEYS_LOCK", "STEPS", "PostgresSigningKeys"]
 
 
 CARD_COMPONENT = "card_signing_keys"
-CARD_STEPS = [
-    """
-    CREATE TABLE card_signing_keys (
-        kid TEXT PRIMARY KEY,
-        private_pem TEXT NOT NULL,
-        created_at DOUBLE PRECISION NOT NULL,
-        retired_at DOUBLE PRECISION
-    );
-    CREATE UNIQUE INDEX card_signing_keys_one_active ON card_signing_keys ((true)) WHERE retired_at IS NULL;
-    """,
-]
+CARD_STEPS = key_table_steps("card_signing_keys")
 
 
 class PostgresCardKeys(PostgresSigningKeys):
