@@ -11,12 +11,16 @@ Counted with PostgreSQL's own transaction ids: every write transaction (a NOTIFY
 difference of `pg_current_xact_id()` before and after N sends, less this test's own two reads of it, is what
 the sends wrote (a replica idle between sends writes nothing: no lease to renew, no outbox to drain). Reads
 were counted once with `log_statement = all` (bench/RESULTS.md): none per send.
+
+Transaction ids are the whole PostgreSQL server's: another program writing meanwhile (CI runs other suites on
+the same server) can only add to a window's count, never take from it. So each test counts WINDOWS windows and
+keeps the smallest: a replica that really wrote more fails every window.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -28,6 +32,7 @@ from services import POSTGRES, PostgresSchema, require_postgres, run_sync
 V1 = {"A2A-Version": "1.0"}
 SENDS = 20
 SLACK = 2  # a background write that may fall in the window (the key store's last-use stamp, a lease)
+WINDOWS = 3
 
 
 @pytest.fixture(scope="module")
@@ -61,26 +66,40 @@ def body(method: str) -> dict:
     return {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"message": msg}}
 
 
+def writes_per_window(send: Callable[[], None]) -> int:
+    """The fewest write transactions PostgreSQL counted over WINDOWS windows of SENDS calls of `send` (others'
+    writes only inflate a window)."""
+    counts = []
+    for _ in range(WINDOWS):
+        before = xid()
+        for _ in range(SENDS):
+            send()
+        counts.append(xid() - before - 1)
+    return min(counts)
+
+
 def test_a_unary_send_is_at_most_two_write_transactions(replica: Replica) -> None:
     with httpx.Client(timeout=30) as client:
         client.post(f"{replica.url}/a2a/echo", json=body("SendMessage"), headers=V1)  # warm: schema, caches
-        before = xid()
-        for _ in range(SENDS):
+
+        def send() -> None:
             r = client.post(f"{replica.url}/a2a/echo", json=body("SendMessage"), headers=V1)
             assert r.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
-        written = xid() - before - 1
+
+        written = writes_per_window(send)
     assert written <= 2 * SENDS + SLACK, f"{written / SENDS:.2f} write transactions per unary send"
 
 
 def test_a_stream_is_at_most_three_write_transactions(replica: Replica) -> None:
     with httpx.Client(timeout=30) as client:
-        before = xid()
-        for _ in range(SENDS):
+
+        def send() -> None:
             with client.stream("POST", f"{replica.url}/a2a/echo", json=body("SendStreamingMessage"),
                                headers=V1) as r:
                 lines = [line for line in r.iter_lines() if line.startswith("data:")]
             assert "TASK_STATE_COMPLETED" in lines[-1]
-        written = xid() - before - 1
+
+        written = writes_per_window(send)
     assert written <= 3 * SENDS + SLACK, f"{written / SENDS:.2f} write transactions per stream"
 
 

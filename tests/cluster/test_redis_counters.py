@@ -339,18 +339,21 @@ async def test_every_key_is_under_the_namespace_and_expires(make: Make, raw: Any
     """A bucket is a hash {tokens, at} that expires when it would be full again; a slot key is a sorted set
     of tokens scored by lease expiry (Redis time, ms) that expires with its last lease."""
     namespace = redis_namespace[1]
+    # A name of this test's own: the scan covers all of Redis (a key outside the namespace would be found), and
+    # other tests' principals (another run's "alice") must not be.
+    who = f"alice-{uuid.uuid4().hex}"
     counters = await make(slot_seconds=30.0)
-    await counters.take(bucket_key("echo", "alice"), 1.0, 5)  # one token short: full again in 1 s
-    slot = await counters.acquire(streams_key("alice"), 3)
-    keys = sorted([k async for k in raw.scan_iter(match="*alice*")])
-    assert keys == [f"{namespace}:rl:rate/echo/alice", f"{namespace}:rl:streams/alice"]
-    bucket = await raw.hgetall(f"{namespace}:rl:rate/echo/alice")
+    await counters.take(bucket_key("echo", who), 1.0, 5)  # one token short: full again in 1 s
+    slot = await counters.acquire(streams_key(who), 3)
+    keys = sorted([k async for k in raw.scan_iter(match=f"*{who}*")])
+    assert keys == [f"{namespace}:rl:rate/echo/{who}", f"{namespace}:rl:streams/{who}"]
+    bucket = await raw.hgetall(f"{namespace}:rl:rate/echo/{who}")
     assert set(bucket) == {"tokens", "at"} and float(bucket["tokens"]) == pytest.approx(4.0, abs=0.01)
-    assert 0 < await raw.pttl(f"{namespace}:rl:rate/echo/alice") <= 1000
+    assert 0 < await raw.pttl(f"{namespace}:rl:rate/echo/{who}") <= 1000
     now = await redis_ms(raw)
-    [(token, expiry)] = await raw.zrange(f"{namespace}:rl:streams/alice", 0, -1, withscores=True)
+    [(token, expiry)] = await raw.zrange(f"{namespace}:rl:streams/{who}", 0, -1, withscores=True)
     assert token == slot.token and now < expiry <= now + 30_000
-    assert 0 < await raw.pttl(f"{namespace}:rl:streams/alice") <= 30_001
+    assert 0 < await raw.pttl(f"{namespace}:rl:streams/{who}") <= 30_001
 
 
 # --- leases ---------------------------------------------------------------------------------------------------
