@@ -17,8 +17,8 @@ from pathlib import Path
 
 import httpx
 from replicas import replicas
-from services import PostgresSchema, require_postgres, unique
 
+from services import PostgresSchema, require_postgres, unique
 from support import PrivateRedis, rpc
 
 WAIT = 30.0  # a failure detector only

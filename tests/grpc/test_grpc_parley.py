@@ -13,7 +13,7 @@ import uuid
 from contextlib import aclosing
 
 import pytest
-from grpc_support import CHUNKS, EXTENSION, STREAMED, SLOW_ARTIFACT, SLOW_FIRST, SLOW_LAST, WAIT, artifact_text, text_of
+from grpc_support import CHUNKS, EXTENSION, SLOW_ARTIFACT, SLOW_FIRST, SLOW_LAST, STREAMED, WAIT, artifact_text, text_of
 
 # isort: split
 # (grpc_support first: without grpcio it skips this module, or fails it under CI=true)

@@ -28,7 +28,6 @@ from typing import Any
 import httpx
 import pytest
 
-from support import needs
 from parley.agents.base import RunContext
 from parley.app import Parley, Settings
 from parley.client import A2AClient
@@ -37,6 +36,7 @@ from parley.protocol.errors import A2AError, PermissionDeniedError, TaskNotFound
 from parley.protocol.operations import Operation
 from parley.security.keys import SqliteKeyStore
 from parley.settings import LimitSettings, PushSettings
+from support import needs
 
 from .secured import WAIT, accesskit, grpc_raw, uid
 

@@ -41,14 +41,13 @@ from typing import Any
 import httpx
 import pytest
 
-from support import needs
 from parley.protocol import models as m
 from parley.protocol.codec import from_wire
 from parley.protocol.errors import A2AError
+from support import needs
 
 from .fuzzkit import (
     FUZZ_BODY_LIMIT,
-    HAVE_GRPC,
     V1,
     Campaign,
     GrpcFuzzer,

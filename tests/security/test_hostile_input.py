@@ -28,9 +28,9 @@ from typing import Any
 import httpx
 import pytest
 
-from support import needs
 from parley.protocol.codec import json_depth
 from parley.settings import LimitSettings
+from support import needs
 
 from .fuzzkit import (
     ASK,

@@ -27,7 +27,6 @@ import pytest
 
 from parley.agents.base import RunContext
 from parley.app import Parley, Settings
-from parley.client import A2AClient
 from parley.protocol import models as m
 from parley.protocol.errors import UnauthenticatedError
 from parley.security.keys import SqliteKeyStore, parse

@@ -5,11 +5,11 @@ positions keep growing while its old rows are dropped."""
 from __future__ import annotations
 
 import pytest
+from test_store_contract import advance, key, new_task, put, status
 
 from parley.protocol import models as m
 from parley.tasks.memory_store import DEFAULT_KEEP_FINISHED, MemoryTaskStore
 from parley.tasks.store import Lease, TaskLink
-from test_store_contract import advance, key, new_task, put, status
 
 S = m.TaskState
 
