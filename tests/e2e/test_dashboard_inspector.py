@@ -250,3 +250,57 @@ async def test_an_http_json_interface_is_called_and_checked() -> None:
                                                                     "parts": [{"text": "stream over rest"}]}}})
             assert len(frames) >= 2 and all(f["valid"] for f in frames), [fails(f["checks"]) for f in frames]
             assert frames[-1]["body"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_a_grpc_interface_is_called_and_checked() -> None:
+    """A2A 1.0 section 10: over a Parley server's gRPC interface (its card's GRPC `supportedInterfaces` entry,
+    `host:port` with the agent as tenant) the inspector calls SendMessage, GetTask, ListTasks and
+    SendStreamingMessage; each response and stream message, read as ProtoJSON, passes the 1.0 checks. A task
+    that does not exist answers NOT_FOUND with the google.rpc.ErrorInfo section 10.6 requires, and the check says
+    so. Without `inspect_allow`, the gRPC address (loopback) is refused like an HTTP one."""
+    pytest.importorskip("grpc")
+    from support import running
+
+    app = default_app()
+    app.settings = Settings(db="memory", grpc_port=free_port())
+    with running(app) as server:
+        url = f"{server.url}/a2a/echo"
+        grpc_key = f"GRPC 1.0 127.0.0.1:{app.settings.grpc_port}"
+        async with dashboard([]) as http:
+            refused = await http.post("/ui/inspect/call", json={"url": url, "method": "GetTask"})
+            assert refused.status_code == 400 and "loopback" in refused.json()["error"]
+        async with dashboard(["127.0.0.0/8"]) as http:
+            page = await http.get("/ui/inspect", params={"url": url})
+            assert f'<option value="{grpc_key}" data-version="1.0">' in page.text, page.text
+
+            async def call(method: str, params: dict) -> dict:
+                answer = await http.post("/ui/inspect/call", json={"url": url, "endpoint": grpc_key,
+                                                                   "method": method, "params": params})
+                assert answer.status_code == 200, answer.text
+                return answer.json()
+
+            sent = await call("SendMessage", {"message": {"messageId": "g1", "role": "ROLE_USER",
+                                                          "parts": [{"text": "over grpc"}],
+                                                          "metadata": {"from": "inspector"}}})
+            assert sent["request"]["rpc"] == "lf.a2a.v1.A2AService/SendMessage"
+            assert sent["request"]["message"]["tenant"] == "echo"  # the card interface's tenant
+            assert sent["status"] == "OK"
+            frame = sent["frames"][0]
+            assert frame["valid"], fails(frame["checks"])
+            assert "parses as lf.a2a.v1.SendMessageResponse (a2a.proto, ProtoJSON)" in [
+                c["what"] for c in frame["checks"]]
+            task_id = frame["body"]["task"]["id"]
+            got = await call("GetTask", {"id": task_id})
+            assert got["frames"][0]["valid"] and got["frames"][0]["body"]["id"] == task_id
+            listed = await call("ListTasks", {})
+            assert listed["frames"][0]["valid"], fails(listed["frames"][0]["checks"])
+            assert task_id in [t["id"] for t in listed["frames"][0]["body"]["tasks"]]
+            missing = await call("GetTask", {"id": "no-such-task"})
+            assert missing["status"] == "NOT_FOUND"
+            assert missing["frames"][0]["valid"], fails(missing["frames"][0]["checks"])
+            assert missing["frames"][0]["body"]["error"]["richStatus"]["details"][0]["reason"] == "TASK_NOT_FOUND"
+            frames = await sse_frames(http, {"url": url, "endpoint": grpc_key, "method": "SendStreamingMessage",
+                                             "params": {"message": {"messageId": "g2", "role": "ROLE_USER",
+                                                                    "parts": [{"text": "stream over grpc"}]}}})
+            assert len(frames) >= 2 and all(f["valid"] for f in frames), [fails(f["checks"]) for f in frames]
+            assert frames[-1]["body"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
