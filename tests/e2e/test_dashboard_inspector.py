@@ -31,11 +31,16 @@ pytest.importorskip("a2a")
 
 def broken_agent_app(base: str) -> Starlette:
     """A 1.0 agent that gets things wrong: its card lacks REQUIRED fields, SendMessage answers a task in an
-    unknown state under another id, and its stream's second frame is not a StreamResponse."""
+    unknown state under another id, and its stream's second frame is not a StreamResponse. Its 0.3 HTTP+JSON
+    interface answers message:send with a task in a 0.3 JSON-RPC state (`completed`, not `TASK_STATE_*`)."""
 
     async def card(request: Request) -> Response:
         return JSONResponse({"name": "Broken", "supportedInterfaces": [
-            {"url": f"{base}/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}]})
+            {"url": f"{base}/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": f"{base}/v03", "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"}]})
+
+    async def send_v03(request: Request) -> Response:
+        return JSONResponse({"task": {"id": "t1", "contextId": "c1", "status": {"state": "completed"}}})
 
     async def rpc(request: Request) -> Response:
         body = await request.json()
@@ -48,7 +53,8 @@ def broken_agent_app(base: str) -> Starlette:
         return JSONResponse({"jsonrpc": "2.0", "id": "not-yours", "result": {"task": {
             "id": "t1", "contextId": "c1", "status": {"state": "TASK_STATE_SLEEPY"}}}})
 
-    return Starlette(routes=[Route("/.well-known/agent-card.json", card), Route("/rpc", rpc, methods=["POST"])])
+    return Starlette(routes=[Route("/.well-known/agent-card.json", card), Route("/rpc", rpc, methods=["POST"]),
+                             Route("/v03/v1/message:send", send_v03, methods=["POST"])])
 
 
 @pytest.fixture
@@ -122,6 +128,13 @@ async def test_the_broken_agents_mistakes_are_marked(broken_agent: str) -> None:
         frames = await sse_frames(http, {"url": broken_agent, "method": "SendStreamingMessage", "params": message})
         assert [f["valid"] for f in frames] == [True, False]
         assert fails(frames[1]["checks"]) == ["exactly one of task, message, statusUpdate, artifactUpdate is set"]
+        v03 = await http.post("/ui/inspect/call", json={
+            "url": broken_agent, "endpoint": f"HTTP+JSON 0.3 {broken_agent}/v03", "method": "message/send",
+            "params": {"message": {"kind": "message", "messageId": "m2", "role": "user",
+                                   "parts": [{"kind": "text", "text": "hi"}]}}})
+        frame = v03.json()["frames"][0]
+        assert not frame["valid"]
+        assert any("result.task.status.state" in p and "completed" in p for p in fails(frame["checks"])), frame
 
 
 async def sse_frames(http: httpx.AsyncClient, body: dict) -> list[dict]:
@@ -304,3 +317,50 @@ async def test_a_grpc_interface_is_called_and_checked() -> None:
                                                                     "parts": [{"text": "stream over grpc"}]}}})
             assert len(frames) >= 2 and all(f["valid"] for f in frames), [fails(f["checks"]) for f in frames]
             assert frames[-1]["body"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_a_0_3_http_json_interface_is_called_and_checked() -> None:
+    """A2A 0.3 HTTP+JSON (0.3 specification section 3.2.3; the ProtoJSON of the 0.3 a2a.proto): the console's
+    0.3 params (kind-tagged parts) go out as `POST {url}/v1/message:send` with `content` parts and `ROLE_USER`;
+    the answers of send, get, list, cancel and a stream are checked against the 0.3 proto's shapes and pass. A
+    0.3 answer shaped like 1.0's would not: the check reads `content`, not `parts` (see the broken agent)."""
+    from support import running
+
+    app = default_app()
+    app.settings = Settings(db="memory")
+    with running(app) as server:
+        async with dashboard(["127.0.0.0/8"]) as http:
+            url = f"{server.url}/a2a/echo"
+            rest = f"HTTP+JSON 0.3 {url}"
+            page = await http.get("/ui/inspect", params={"url": url})
+            assert f'<option value="{rest}" data-version="0.3">' in page.text
+
+            async def call(method: str, params: dict) -> dict:
+                answer = await http.post("/ui/inspect/call", json={"url": url, "endpoint": rest, "method": method,
+                                                                   "params": params})
+                assert answer.status_code == 200, answer.text
+                return answer.json()
+
+            message = {"kind": "message", "messageId": "o1", "role": "user",
+                       "parts": [{"kind": "text", "text": "over 0.3 rest"}], "metadata": {"from": "inspector"}}
+            sent = await call("message/send", {"message": message})
+            assert sent["request"]["method"] == "POST" and sent["request"]["url"].endswith("/v1/message:send")
+            wire = sent["request"]["body"]["message"]
+            assert wire["role"] == "ROLE_USER" and wire["content"] == [{"text": "over 0.3 rest"}]
+            frame = sent["frames"][0]
+            assert frame["valid"], fails(frame["checks"])
+            assert "exactly one of task, message is set (got task)" in [c["what"] for c in frame["checks"]]
+            task_id = frame["body"]["task"]["id"]
+            got = await call("tasks/get", {"id": task_id})
+            assert got["request"]["url"].endswith(f"/v1/tasks/{task_id}") and got["frames"][0]["valid"]
+            listed = await call("tasks/list", {})
+            assert listed["frames"][0]["valid"], fails(listed["frames"][0]["checks"])
+            missing = await call("tasks/get", {"id": "no-such-task"})
+            assert missing["status"] == 404 and missing["frames"][0]["valid"]
+            frames = await sse_frames(http, {"url": url, "endpoint": rest, "method": "message/stream",
+                                             "params": {"message": {**message, "messageId": "o2"}}})
+            assert len(frames) >= 2 and all(f["valid"] for f in frames), [fails(f["checks"]) for f in frames]
+            assert frames[-1]["body"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+            bad = await http.post("/ui/inspect/call", json={"url": url, "endpoint": rest, "method": "message/send",
+                                                            "params": {"message": {"parts": "no"}}})
+            assert bad.status_code == 400 and "params are not A2A 0.3's" in bad.json()["error"]
