@@ -29,7 +29,7 @@ from support import free_port
 pytest.importorskip("a2a")
 
 
-def broken_agent_app(base: str) -> Starlette:
+def broken_agent_app(base: str, grpc_address: str) -> Starlette:
     """A 1.0 agent that gets things wrong: its card lacks REQUIRED fields, SendMessage answers a task in an
     unknown state under another id, and its stream's second frame is not a StreamResponse. Its 0.3 HTTP+JSON
     interface answers message:send with a task in a 0.3 JSON-RPC state (`completed`, not `TASK_STATE_*`)."""
@@ -37,7 +37,8 @@ def broken_agent_app(base: str) -> Starlette:
     async def card(request: Request) -> Response:
         return JSONResponse({"name": "Broken", "supportedInterfaces": [
             {"url": f"{base}/rpc", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-            {"url": f"{base}/v03", "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"}]})
+            {"url": f"{base}/v03", "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
+            {"url": grpc_address, "protocolBinding": "GRPC", "protocolVersion": "1.0"}]})
 
     async def send_v03(request: Request) -> Response:
         return JSONResponse({"task": {"id": "t1", "contextId": "c1", "status": {"state": "completed"}}})
@@ -61,7 +62,8 @@ def broken_agent_app(base: str) -> Starlette:
 def broken_agent() -> Iterator[str]:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    server = uvicorn.Server(uvicorn.Config(broken_agent_app(base), host="127.0.0.1", port=port, log_level="warning"))
+    app = broken_agent_app(base, f"127.0.0.1:{free_port()}")  # gRPC: served by test_a_broken_grpc_agent_is_marked
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     import threading
     import time
 
@@ -364,3 +366,67 @@ async def test_a_0_3_http_json_interface_is_called_and_checked() -> None:
             bad = await http.post("/ui/inspect/call", json={"url": url, "endpoint": rest, "method": "message/send",
                                                             "params": {"message": {"parts": "no"}}})
             assert bad.status_code == 400 and "params are not A2A 0.3's" in bad.json()["error"]
+
+
+async def test_a_broken_grpc_agent_is_marked(broken_agent: str) -> None:
+    """The broken agent's gRPC interface (A2A 1.0 section 10), served here by a grpc.aio servicer that gets things
+    wrong: SendMessage answers a SendMessageResponse with no payload, GetTask a Task without its REQUIRED
+    `status`, CancelTask fails NOT_FOUND with no google.rpc.Status (section 10.6 requires an ErrorInfo), and
+    SendStreamingMessage's second message is an empty StreamResponse. The inspector marks each, with the reason."""
+    grpc_aio = pytest.importorskip("grpc.aio")
+    import grpc
+
+    from parley.grpc import a2a_pb2 as pb
+    from parley.grpc import a2a_pb2_grpc
+
+    class Broken(a2a_pb2_grpc.A2AServiceServicer):
+        async def SendMessage(self, request, context):
+            return pb.SendMessageResponse()
+
+        async def GetTask(self, request, context):
+            return pb.Task(id=request.id)
+
+        async def CancelTask(self, request, context):
+            await context.abort(grpc.StatusCode.NOT_FOUND, "no such task")
+
+        async def SendStreamingMessage(self, request, context):
+            yield pb.StreamResponse(task=pb.Task(id="t1", context_id="c1", status=pb.TaskStatus(
+                state=pb.TASK_STATE_WORKING)))
+            yield pb.StreamResponse()
+
+    async with httpx.AsyncClient() as plain:
+        card = (await plain.get(f"{broken_agent}/.well-known/agent-card.json")).json()
+    address = next(i["url"] for i in card["supportedInterfaces"] if i["protocolBinding"] == "GRPC")
+    server = grpc_aio.server()
+    a2a_pb2_grpc.add_A2AServiceServicer_to_server(Broken(), server)
+    assert server.add_insecure_port(address) == int(address.rsplit(":", 1)[1])
+    await server.start()
+    try:
+        async with dashboard(["127.0.0.0/8"]) as http:
+            endpoint = f"GRPC 1.0 {address}"
+
+            async def call(method: str, params: dict) -> dict:
+                answer = await http.post("/ui/inspect/call", json={"url": broken_agent, "endpoint": endpoint,
+                                                                   "method": method, "params": params})
+                assert answer.status_code == 200, answer.text
+                return answer.json()
+
+            message = {"message": {"messageId": "b1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}
+            sent = (await call("SendMessage", message))["frames"][0]
+            assert fails(sent["checks"]) == ["exactly one of task, message is set"]
+            got = (await call("GetTask", {"id": "t9"}))["frames"][0]
+            assert fails(got["checks"]) == ["REQUIRED field `status` is missing or empty"]
+            canceled = await call("CancelTask", {"id": "t9"})
+            assert canceled["status"] == "NOT_FOUND"
+            (problem,) = fails(canceled["frames"][0]["checks"])
+            assert "section 10.6" in problem and "google.rpc.Status" in problem
+            frames = await sse_frames(http, {"url": broken_agent, "endpoint": endpoint,
+                                             "method": "SendStreamingMessage", "params": message})
+            assert [f["valid"] for f in frames] == [True, False]
+            assert fails(frames[1]["checks"]) == [
+                "exactly one of task, message, statusUpdate, artifactUpdate is set"]
+            bad = await http.post("/ui/inspect/call", json={"url": broken_agent, "endpoint": endpoint,
+                                                            "method": "GetTask", "params": {"id": 5, "nope": 1}})
+            assert bad.status_code == 400 and "is not an lf.a2a.v1.GetTaskRequest" in bad.json()["error"]
+    finally:
+        await server.stop(None)
