@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import ExitStack, asynccontextmanager
 
 import httpx
 import pytest
@@ -79,16 +79,25 @@ def broken_agent() -> Iterator[str]:
 
 
 @asynccontextmanager
-async def dashboard(allow: list[str]) -> AsyncIterator[httpx.AsyncClient]:
-    """An open dashboard (loopback) whose inspector may reach `allow`, with its session cookie and CSRF token."""
+async def dashboard(allow: list[str], *, live: bool = False) -> AsyncIterator[httpx.AsyncClient]:
+    """An open dashboard (loopback) whose inspector may reach `allow`, with its session cookie and CSRF token.
+    In process (ASGI) by default; `live`: served on 127.0.0.1, for streams read while they last (httpx's ASGI
+    transport hands over a response only once it is complete)."""
+    from support import running
+
     app = default_app()
     app.settings = Settings(db="memory", dashboard=DashboardSettings(inspect_allow=allow))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app.asgi()),
-                                 base_url="http://127.0.0.1:8000") as http:
-        page = await http.get("/ui/inspect")
-        assert page.status_code == 200
-        http.headers["X-CSRF-Token"] = re.search(r'name="csrf-token" content="([^"]+)"', page.text).group(1)
-        yield http
+    with ExitStack() as stack:
+        if live:
+            server = stack.enter_context(running(app))
+            client = httpx.AsyncClient(base_url=server.url, timeout=60)
+        else:
+            client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app.asgi()), base_url="http://127.0.0.1:8000")
+        async with client as http:
+            page = await http.get("/ui/inspect")
+            assert page.status_code == 200
+            http.headers["X-CSRF-Token"] = re.search(r'name="csrf-token" content="([^"]+)"', page.text).group(1)
+            yield http
 
 
 def fails(checks: list[dict]) -> list[str]:
@@ -141,7 +150,11 @@ async def test_the_broken_agents_mistakes_are_marked(broken_agent: str) -> None:
 
 async def sse_frames(http: httpx.AsyncClient, body: dict) -> list[dict]:
     """The `frame` events of an /inspect/stream answer."""
-    frames = []
+    return [frame async for frame in each_frame(http, body)]
+
+
+async def each_frame(http: httpx.AsyncClient, body: dict) -> AsyncIterator[dict]:
+    """The `frame` events of an /inspect/stream answer, as they come (an `error` event fails the test)."""
     async with http.stream("POST", "/ui/inspect/stream", json=body) as response:
         assert response.status_code == 200, await response.aread()
         event = None
@@ -151,8 +164,7 @@ async def sse_frames(http: httpx.AsyncClient, body: dict) -> list[dict]:
             elif line.startswith("data: "):
                 assert event != "error", line
                 if event == "frame":
-                    frames.append(json.loads(line[6:]))
-    return frames
+                    yield json.loads(line[6:])
 
 
 async def test_an_a2a_sdk_agent_passes_in_both_versions() -> None:
@@ -430,3 +442,29 @@ async def test_a_broken_grpc_agent_is_marked(broken_agent: str) -> None:
             assert bad.status_code == 400 and "is not an lf.a2a.v1.GetTaskRequest" in bad.json()["error"]
     finally:
         await server.stop(None)
+
+
+async def test_grpc_carries_the_credential_and_headers_as_metadata() -> None:
+    """A2A 1.0 section 10.2: over gRPC the credential and the extra headers go as metadata. A secured Parley
+    server refuses the call without the key (UNAUTHENTICATED, its ErrorInfo shown) and answers it with the key
+    typed in the credential box; a header gRPC reserves (`grpc-timeout`) is refused by the inspector, naming it."""
+    pytest.importorskip("grpc")
+    from support import running, secured_app
+
+    app, key = secured_app()
+    app.settings.grpc_port = free_port()
+    with running(app) as server:
+        url = f"{server.url}/a2a/echo"
+        grpc_key = f"GRPC 1.0 127.0.0.1:{app.settings.grpc_port}"
+        async with dashboard(["127.0.0.0/8"]) as http:
+            call = {"url": url, "endpoint": grpc_key, "method": "ListTasks", "params": {}}
+            refused = (await http.post("/ui/inspect/call", json=call)).json()
+            assert refused["status"] == "UNAUTHENTICATED", refused
+            assert refused["frames"][0]["valid"], fails(refused["frames"][0]["checks"])
+            allowed = (await http.post("/ui/inspect/call", json={**call, "credential": key,
+                                                                 "headers": "X-Request-Note: from the test"})).json()
+            assert allowed["status"] == "OK" and allowed["frames"][0]["valid"], allowed
+            reserved = await http.post("/ui/inspect/call", json={**call, "credential": key,
+                                                                  "headers": "grpc-timeout: 1S"})
+            assert reserved.status_code == 400
+            assert "grpc-timeout cannot be sent as gRPC metadata" in reserved.json()["error"]

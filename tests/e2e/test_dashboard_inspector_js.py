@@ -6,18 +6,20 @@ every frame passes the checks of its version (A2A 1.0 sections 9, 10 and 11; 0.3
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_dashboard_inspector import dashboard, fails, sse_frames
+from test_dashboard_inspector import dashboard, each_frame, fails, sse_frames
 
 from support import JS_SDK_SERVER, free_port, install_js_sdk
 
 AGENT = Path(__file__).with_name("js") / "a2a_js_agent.mjs"
 V1_MESSAGE = {"messageId": "j1", "role": "ROLE_USER", "parts": [{"text": "hello js"}], "metadata": {"from": "t"}}
+WAIT = 30.0  # upper bound for something observable to happen; never a pacing delay
 V03_MESSAGE = {"kind": "message", "messageId": "j2", "role": "user", "parts": [{"kind": "text", "text": "hello js"}]}
 
 
@@ -124,3 +126,41 @@ async def test_the_js_sdk_answers_pass_the_0_3_checks(js_agent, binding: str) ->
         frames = await sse_frames(http, {"url": base, "endpoint": endpoint, "method": "message/stream",
                                          "params": {"message": {**V03_MESSAGE, "messageId": "j4"}}})
         assert len(frames) >= 3 and all(f["valid"] for f in frames), [fails(f["checks"]) for f in frames]
+
+
+@pytest.mark.parametrize("binding", ["jsonrpc-1.0", "rest-1.0", "grpc-1.0"])
+async def test_subscribe_and_cancel_a_working_js_sdk_task(js_agent, binding: str) -> None:
+    """A2A 1.0 sections 3.1.5 and 3.1.6 over each 1.0 interface: a task of the JS agent that waits (sent with
+    `returnImmediately`) is subscribed to; once the subscription's first frame has come, CancelTask answers the
+    canceled Task and the subscription ends with the canceled status. Every answer and frame passes."""
+    base, grpc_port = js_agent
+    endpoint = interfaces(base, grpc_port)[binding]
+    async with dashboard(["127.0.0.0/8"], live=True) as http:
+
+        async def call(method: str, params: dict) -> dict:
+            answer = await http.post("/ui/inspect/call", json={"url": base, "endpoint": endpoint,
+                                                               "method": method, "params": params})
+            frame = answer.json()["frames"][0]
+            assert frame["valid"], (method, fails(frame["checks"]), frame["body"])
+            return result_of(binding, frame["body"])
+
+        sent = await call("SendMessage", {"message": {**V1_MESSAGE, "parts": [{"text": "wait"}]},
+                                          "configuration": {"returnImmediately": True}})
+        task_id = sent["task"]["id"]
+        frames: list[dict] = []
+        subscribed = asyncio.Event()
+
+        async def subscribe() -> None:
+            body = {"url": base, "endpoint": endpoint, "method": "SubscribeToTask", "params": {"id": task_id}}
+            async for frame in each_frame(http, body):
+                frames.append(frame)
+                subscribed.set()
+
+        reader = asyncio.create_task(subscribe())
+        await asyncio.wait_for(subscribed.wait(), WAIT)
+        canceled = await call("CancelTask", {"id": task_id})
+        assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
+        await asyncio.wait_for(reader, WAIT)
+        assert all(f["valid"] for f in frames), [fails(f["checks"]) for f in frames]
+        last = result_of(binding, frames[-1]["body"])
+        assert last["statusUpdate"]["status"]["state"] == "TASK_STATE_CANCELED", frames

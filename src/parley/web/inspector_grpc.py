@@ -102,8 +102,20 @@ def _channel(place: GrpcPlace, max_bytes: int) -> grpc.aio.Channel:
 
 
 def _metadata(headers: dict[str, str], version: str) -> list[tuple[str, str]]:
-    md = [(name.lower(), value) for name, value in headers.items() if name.lower() != "a2a-version"]
-    return [("a2a-version", version), *md]
+    """The user's headers as gRPC metadata (lower-case names, section 10.2), after `a2a-version`; GrpcCallError
+    for what gRPC reserves or cannot carry as text (`grpc-*`, `*-bin`, a value that is not printable ASCII)."""
+    md = [("a2a-version", version)]
+    for name, value in headers.items():
+        key = name.lower()
+        if key == "a2a-version":
+            continue
+        if key.startswith("grpc-") or key.endswith("-bin"):
+            raise GrpcCallError(f"the header {name} cannot be sent as gRPC metadata (gRPC reserves grpc-*; "
+                                "*-bin is binary)")
+        if any(not " " <= c <= "~" for c in value):
+            raise GrpcCallError(f"the header {name}'s value must be printable ASCII to go as gRPC metadata")
+        md.append((key, value))
+    return md
 
 
 def _unreachable(exc: grpc.aio.AioRpcError, place: GrpcPlace) -> GrpcCallError | None:
@@ -118,11 +130,12 @@ def _unreachable(exc: grpc.aio.AioRpcError, place: GrpcPlace) -> GrpcCallError |
 async def unary(place: GrpcPlace, method: str, message: Any, headers: dict[str, str], *, timeout: float,
                 max_bytes: int) -> tuple[str, dict[str, Any]]:
     """(status name, ProtoJSON of the response or of the error) of one unary call."""
+    metadata = _metadata(headers, "1.0")
     channel = _channel(place, max_bytes)
     try:
         rpc = getattr(a2a_pb2_grpc.A2AServiceStub(channel), method)
         try:
-            response = await rpc(message, metadata=_metadata(headers, "1.0"), timeout=timeout)
+            response = await rpc(message, metadata=metadata, timeout=timeout)
         except grpc.aio.AioRpcError as exc:
             if exc.code() is grpc.StatusCode.DEADLINE_EXCEEDED:
                 raise GrpcCallError(f"{place.authority} did not answer within {timeout:g} s") from None
@@ -139,8 +152,9 @@ async def stream(place: GrpcPlace, method: str, message: Any, headers: dict[str,
                  max_bytes: int, max_frames: int) -> AsyncIterator[dict[str, Any]]:
     """Each stream message as ProtoJSON, as it comes ({"error": ...} last if the stream ends with a status other
     than OK; {"limit": text} if the inspector stops reading). `timeout` bounds the wait for each message."""
+    metadata = _metadata(headers, "1.0")
     channel = _channel(place, max_bytes)
-    call = getattr(a2a_pb2_grpc.A2AServiceStub(channel), method)(message, metadata=_metadata(headers, "1.0"))
+    call = getattr(a2a_pb2_grpc.A2AServiceStub(channel), method)(message, metadata=metadata)
     count = 0
     try:
         while True:

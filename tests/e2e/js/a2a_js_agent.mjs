@@ -6,7 +6,8 @@
 //
 // The card lists JSON-RPC 1.0 and 0.3 (/jsonrpc), HTTP+JSON 1.0 and 0.3 (/rest, the SDK's v0.3 compat layer on)
 // and gRPC 1.0 (127.0.0.1:GRPC_PORT). The agent: a task (submitted) -> working -> one artifact "echo" with the
-// user's text -> completed. It prints "ready" once both servers listen.
+// user's text -> completed; but a message "wait" leaves its task working until it is canceled. It prints "ready"
+// once both servers listen.
 import * as grpc from '@grpc/grpc-js';
 import express from 'express';
 import { AGENT_CARD_PATH, TaskState } from '@a2a-js/sdk';
@@ -16,6 +17,8 @@ import { A2AService, grpcService } from '@a2a-js/sdk/server/grpc';
 
 const [httpPort, grpcPort] = process.argv.slice(2);
 const base = `http://127.0.0.1:${httpPort}`;
+
+const waiting = new Map(); // task id -> { contextId, done }: a task that waits to be canceled
 
 class EchoExecutor {
   async execute(ctx, bus) {
@@ -33,6 +36,10 @@ class EchoExecutor {
     });
     bus.publish(status(TaskState.TASK_STATE_WORKING));
     const text = (user.parts || []).map((p) => (p.content?.$case === 'text' ? p.content.value : '')).join('');
+    if (text === 'wait') {
+      await new Promise((done) => waiting.set(taskId, { contextId, done }));
+      return;
+    }
     bus.publish(AgentEvent.artifactUpdate({
       taskId, contextId, append: false, lastChunk: true, metadata: undefined,
       artifact: { artifactId: 'echo', name: 'echo', description: '', metadata: undefined, extensions: [],
@@ -44,9 +51,13 @@ class EchoExecutor {
   }
 
   async cancelTask(taskId, bus) {
-    bus.publish(AgentEvent.statusUpdate({ taskId, contextId: '', metadata: undefined,
+    const task = waiting.get(taskId);
+    waiting.delete(taskId);
+    // contextId is REQUIRED in a TaskStatusUpdateEvent (a2a.proto): the task's own, kept when it began to wait
+    bus.publish(AgentEvent.statusUpdate({ taskId, contextId: task?.contextId ?? '', metadata: undefined,
       status: { state: TaskState.TASK_STATE_CANCELED, message: undefined, timestamp: new Date().toISOString() } }));
     bus.finished();
+    task?.done();
   }
 }
 
