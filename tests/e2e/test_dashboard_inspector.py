@@ -24,6 +24,7 @@ from interop_client.sdk_servers import running as sdk_running
 from interop_client.sdk_servers import start_sdk13_server
 from parley.serve import default_app
 from parley.settings import DashboardSettings, Settings
+from parley.web.inspector import MAX_BYTES
 from support import free_port
 
 pytest.importorskip("a2a")
@@ -396,6 +397,9 @@ async def test_a_broken_grpc_agent_is_marked(broken_agent: str) -> None:
             return pb.SendMessageResponse()
 
         async def GetTask(self, request, context):
+            if request.id == "big":  # larger than the inspector reads (MAX_BYTES)
+                return pb.Task(id="big", status=pb.TaskStatus(state=pb.TASK_STATE_WORKING, message=pb.Message(
+                    message_id="m", role=pb.ROLE_AGENT, parts=[pb.Part(text="x" * (MAX_BYTES + 1))])))
             return pb.Task(id=request.id)
 
         async def CancelTask(self, request, context):
@@ -440,8 +444,15 @@ async def test_a_broken_grpc_agent_is_marked(broken_agent: str) -> None:
             bad = await http.post("/ui/inspect/call", json={"url": broken_agent, "endpoint": endpoint,
                                                             "method": "GetTask", "params": {"id": 5, "nope": 1}})
             assert bad.status_code == 400 and "is not an lf.a2a.v1.GetTaskRequest" in bad.json()["error"]
+            big = await http.post("/ui/inspect/call", json={"url": broken_agent, "endpoint": endpoint,
+                                                            "method": "GetTask", "params": {"id": "big"}})
+            assert big.status_code == 400 and "larger than the inspector reads" in big.json()["error"], big.text
     finally:
         await server.stop(None)
+    async with dashboard(["127.0.0.0/8"]) as http:  # the server is gone: said plainly
+        gone = await http.post("/ui/inspect/call", json={"url": broken_agent, "endpoint": endpoint,
+                                                         "method": "GetTask", "params": {"id": "t1"}})
+        assert gone.status_code == 400 and f"cannot reach {address} over gRPC" in gone.json()["error"], gone.text
 
 
 async def test_grpc_carries_the_credential_and_headers_as_metadata() -> None:
