@@ -126,6 +126,15 @@ async def test_the_js_sdk_answers_pass_the_0_3_checks(js_agent, binding: str) ->
         frames = await sse_frames(http, {"url": base, "endpoint": endpoint, "method": "message/stream",
                                          "params": {"message": {**V03_MESSAGE, "messageId": "j4"}}})
         assert len(frames) >= 3 and all(f["valid"] for f in frames), [fails(f["checks"]) for f in frames]
+        # an unknown task: one error answer (0.3 section 8.2, TaskNotFoundError -32001), to a get and a resubscribe
+        missing = (await http.post("/ui/inspect/call", json={"url": base, "endpoint": endpoint,
+                                                             "method": "tasks/get", "params": {"id": "nope"}})).json()
+        body = missing["frames"][0]["body"]
+        assert (body["error"] if binding == "jsonrpc-0.3" else body)["code"] == -32001, body
+        assert missing["frames"][0]["valid"], fails(missing["frames"][0]["checks"])
+        (refusal,) = await sse_frames(http, {"url": base, "endpoint": endpoint, "method": "tasks/resubscribe",
+                                             "params": {"id": "nope"}})
+        assert refusal["valid"], (fails(refusal["checks"]), refusal["body"])
 
 
 @pytest.mark.parametrize("binding", ["jsonrpc-1.0", "rest-1.0", "grpc-1.0"])

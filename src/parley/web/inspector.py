@@ -198,7 +198,7 @@ class Inspector:
                     body = await _read_limited(response)
                     frame = check(body, response.status_code)
                     # an error before any event is one error response; a result must be a stream
-                    refused = isinstance(frame["body"], dict) and "error" in frame["body"]
+                    refused = response.status_code >= 400 or isinstance(frame["body"], dict) and "error" in frame["body"]
                     frame["checks"].insert(0, Check(refused, (
                         "an error before the stream began, answered as one response" if refused else
                         f"the answer is a stream (text/event-stream); got HTTP {response.status_code} "
