@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,6 +36,8 @@ def js_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, in
     try:
         first = proc.stdout.readline()  # blocks until the agent listens, or exits
         assert first.strip() == "ready", first + proc.stdout.read()
+        # what the SDK logs afterwards (errors it answered) is drained, so that a full pipe never blocks it
+        threading.Thread(target=proc.stdout.read, daemon=True).start()
         yield f"http://127.0.0.1:{http_port}", grpc_port
     finally:
         proc.terminate()
