@@ -120,7 +120,8 @@ def _metadata(headers: dict[str, str], version: str) -> list[tuple[str, str]]:
 
 def _unreachable(exc: grpc.aio.AioRpcError, place: GrpcPlace) -> GrpcCallError | None:
     """A failure of the connection rather than an answer of the agent (UNAVAILABLE without a status from it)."""
-    if exc.code() is grpc.StatusCode.UNAVAILABLE:
+    answered = any(key == STATUS_DETAILS_KEY for key, _ in exc.trailing_metadata() or ())
+    if exc.code() is grpc.StatusCode.UNAVAILABLE and not answered:
         return GrpcCallError(f"cannot reach {place.authority} over gRPC: {exc.details()}")
     if exc.code() is grpc.StatusCode.RESOURCE_EXHAUSTED and "message larger than max" in (exc.details() or ""):
         return GrpcCallError(f"the answer is larger than the inspector reads ({exc.details()})")
