@@ -213,6 +213,27 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() == "true"
 
 
+JS_SDK = "@a2a-js/sdk@1.3.0"  # the official JavaScript SDK the interop tests run (tests/cards, tests/e2e)
+# what its server needs (peer dependencies it marks optional): express for HTTP, grpc-js and protobuf-es for gRPC
+JS_SDK_SERVER = ("express@5.1.0", "@grpc/grpc-js@1.14.7", "@bufbuild/protobuf@2.17.0")
+
+
+def install_js_sdk(where: Path, *packages: str) -> Path:
+    """@a2a-js/sdk (JS_SDK) and `packages`, pinned, installed from the npm registry into `where` (an ES-module
+    package): scripts copied there import them. Without npm, or when the install fails: skip, or fail under
+    CI=true."""
+    __tracebackhide__ = True
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        (pytest.fail if in_ci() else pytest.skip)("npm and node are not installed: the @a2a-js/sdk tests cannot run")
+    (where / "package.json").write_text('{"private": true, "type": "module"}')
+    done = subprocess.run(["npm", "install", "--no-audit", "--no-fund", JS_SDK, *packages], cwd=where,
+                          capture_output=True, text=True, timeout=300, check=False,
+                          env={**os.environ, "npm_config_update_notifier": "false"})
+    if done.returncode != 0:
+        (pytest.fail if in_ci() else pytest.skip)(f"npm install {JS_SDK} failed: {done.stderr[-500:]}")
+    return where
+
+
 def missing_extra(module: str, extra: str, error: BaseException | str) -> NoReturn:
     """`module` (of the parley-a2a[`extra`] extra) cannot be imported: fail under CI=true, skip otherwise.
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,9 +18,8 @@ from a2a.utils.signing import InvalidSignaturesError, create_signature_verifier
 from jwt import PyJWK
 
 from parley.serve import default_app
-from support import in_ci, running, secured_app
+from support import install_js_sdk, running, secured_app
 
-JS_SDK = "@a2a-js/sdk@1.3.0"
 CARD_PATHS = ["/.well-known/agent-card.json", "/a2a/echo/.well-known/agent-card.json",
               "/a2a/interviewer/.well-known/agent-card.json"]
 
@@ -141,14 +138,7 @@ try { await verify(card); console.log('TAMPERED-ACCEPTED'); } catch { console.lo
 @pytest.fixture(scope="module")
 def js_sdk(tmp_path_factory) -> Path:
     """@a2a-js/sdk installed from the npm registry into a temporary directory."""
-    where = tmp_path_factory.mktemp("a2a-js")
-    if shutil.which("npm") is None:
-        (pytest.fail if in_ci() else pytest.skip)("npm is not installed: the @a2a-js/sdk verifier cannot run")
-    (where / "package.json").write_text('{"private": true, "type": "module"}')
-    done = subprocess.run(["npm", "install", "--no-audit", "--no-fund", JS_SDK], cwd=where, capture_output=True,
-                          text=True, timeout=300, check=False, env={**os.environ, "npm_config_update_notifier": "false"})
-    if done.returncode != 0:
-        (pytest.fail if in_ci() else pytest.skip)(f"npm install {JS_SDK} failed: {done.stderr[-500:]}")
+    where = install_js_sdk(tmp_path_factory.mktemp("a2a-js"))
     (where / "verify.mjs").write_text(JS_VERIFY)
     return where
 

@@ -96,3 +96,26 @@ def test_cancel_a_task_from_its_page(page, secured, bare: Install) -> None:
     page.get_by_role("button", name="Cancel task").click()
     page.wait_for_selector("[data-testid=task-state] >> text=canceled")
     assert page.get_by_role("button", name="Cancel task").count() == 0
+
+
+INSPECT_GRPC = '''\
+import asyncio
+from parley.web.inspector import Endpoint, InspectError, Inspector
+endpoint = Endpoint("GRPC", "127.0.0.1:50051", "1.0")
+print(endpoint.callable)
+print(endpoint.why_not)
+try:
+    asyncio.run(Inspector(["127.0.0.0/8"]).call(endpoint, "GetTask", {"id": "t1"}, {}))
+except InspectError as exc:
+    print(f"refused: {exc}")
+'''
+
+
+def test_the_inspector_says_grpc_needs_the_extra(bare: Install, tmp_path: Path) -> None:
+    """docs/dashboard.md, "Inspect any agent": on the bare install (no grpc extra) a card's gRPC interface is not
+    callable and says why, and a call to one is refused with that sentence rather than failing on an import."""
+    done = bare.run_python(INSPECT_GRPC, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    callable_, why, refused = done.stdout.strip().splitlines()
+    needs = "gRPC needs the parley-a2a[grpc] extra on this server (pip install 'parley-a2a[grpc]')"
+    assert (callable_, why, refused) == ("False", needs, f"refused: {needs}")

@@ -15,7 +15,7 @@
     POST {root}/keys/{id}/revoke             revoke one
     GET  {root}/events                       the change feed as SSE (the live task table)
     GET  {root}/inspect?url=URL              inspect any A2A agent: its card fetched and checked (parley.web.inspector)
-    POST {root}/inspect/call                 one JSON-RPC call to it, the response checked; /inspect/stream: SSE
+    POST {root}/inspect/call                 one call to it (any binding), the response checked; /inspect/stream: SSE
     GET  {root}/static/...                   the CSS and JavaScript (no CDN, no build step)
 
 Only an admin principal gets in (a key with the `admin` scope, the admin key from the environment, a
@@ -597,8 +597,9 @@ class Dashboard:
         usable = [e for e in report.endpoints if e.callable]
         endpoint = next((e for e in usable if e.key == chosen), usable[0] if usable and not chosen else None)
         if endpoint is None:
-            raise InspectError(f"the card offers no interface {chosen!r} the inspector can call (JSON-RPC, or "
-                               "HTTP+JSON 1.0)")
+            why = next((e.why_not for e in report.endpoints if e.key == chosen), None)
+            raise InspectError(f"the card offers no interface {chosen!r} the inspector can call"
+                               + (f": {why}" if why else ""))
         method = str(body.get("method") or "")
         if method not in method_names(endpoint.version):
             raise InspectError(f"unknown method {method!r} for A2A {endpoint.version}")

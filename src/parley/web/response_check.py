@@ -9,6 +9,12 @@ CancelTask: Task, ListTasks: ListTasksResponse), parsed by ProtoJSON, every REQU
 
 HTTP+JSON (1.0, section 11): no envelope; a success is the same a2a.proto message, an error google.rpc.Status.
 
+gRPC (1.0, section 10): a response (or stream message) is read as its ProtoJSON and checked as HTTP+JSON's; a
+failed call's status must carry a google.rpc.ErrorInfo of domain `a2a-protocol.org` with a reason (10.6).
+
+0.3 HTTP+JSON: the ProtoJSON of the 0.3 a2a.proto (`content` parts, `TASK_STATE_*`), read by Parley's 0.3
+HTTP+JSON dialect (parley.protocol.v0_3_rest), which names the field path of the first thing wrong.
+
 0.3: the same envelope, then the result as the 0.3 JSON schema's kind-tagged objects (`kind` one of task,
 message, status-update, artifact-update where the method allows it), read by Parley's 0.3 dialect (required
 properties and types; the field path of the first one wrong).
@@ -18,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from parley.protocol import v0_3, v1_0
+from parley.protocol import v0_3, v0_3_rest, v1_0
 from parley.protocol.errors import A2AError
 from parley.protocol.operations import Operation
 from parley.web.card_check import Check, proto_checks
@@ -77,6 +83,46 @@ def check_rest(method: str, status: int, body: Any) -> list[Check]:
                   "`error.details` is a list of objects with an `@type`")]
 
 
+def check_grpc(method: str, status: str, body: Any) -> list[Check]:
+    """One gRPC answer (A2A 1.0 section 10) of `method`: status "OK" and the response's ProtoJSON, checked as
+    an HTTP+JSON result; or another status and the error as parley.web.inspector_grpc.error_json reads it."""
+    if status == "OK":
+        return _v1_result(method, body)
+    error = body.get("error") if isinstance(body, dict) else None
+    rich = error.get("richStatus") if isinstance(error, dict) else None
+    if not isinstance(rich, dict):
+        return [Check(False, f"the {status} status carries a google.rpc.Status in `grpc-status-details-bin` "
+                             "(A2A 1.0 section 10.6: an A2A error MUST carry a google.rpc.ErrorInfo there)")]
+    infos = [d for d in rich.get("details", []) if str(d.get("@type", "")).endswith("/google.rpc.ErrorInfo")]
+    return [Check(rich.get("code") == error.get("code"),
+                  f"the google.rpc.Status's code is the call's ({error.get('code')}; got {rich.get('code')!r})"),
+            Check(any(i.get("domain") == "a2a-protocol.org" and i.get("reason") for i in infos),
+                  "a google.rpc.ErrorInfo with domain `a2a-protocol.org` and a reason is in the details "
+                  "(A2A 1.0 section 10.6)")]
+
+
+def check_rest_v03(method: str, status: int, body: Any) -> list[Check]:
+    """One A2A 0.3 HTTP+JSON answer of `method` (its 0.3 JSON-RPC name), or one SSE frame's data (status 200):
+    a success is the ProtoJSON of the 0.3 a2a.proto result; an error a JSON object."""
+    op = v0_3.METHODS.get(method)
+    if op is None:
+        return [Check(False, f"{method!r} is not an A2A 0.3 method")]
+    if not 200 <= status < 300:
+        return [Check(isinstance(body, dict), f"the HTTP {status} answer's body is a JSON object")]
+    checks = []
+    if op in (Operation.SEND, Operation.STREAM, Operation.SUBSCRIBE) and isinstance(body, dict):
+        keys = [k for k in ("task", "msg", "message", "statusUpdate", "artifactUpdate") if k in body]
+        allowed = "task, message" if op is Operation.SEND else "task, message, statusUpdate, artifactUpdate"
+        checks.append(Check(len(keys) == 1 and (op is not Operation.SEND or keys[0] in ("task", "msg", "message")),
+                            f"exactly one of {allowed} is set (got {', '.join(keys) or 'none'})"))
+    try:
+        v0_3_rest.decode_result(op, body)
+    except A2AError as exc:
+        return [*checks, Check(False, f"the answer is not an A2A 0.3 HTTP+JSON result: {exc.message}")]
+    return [*checks, Check(True, "the answer reads as the A2A 0.3 a2a.proto result (ProtoJSON): every required "
+                                 "field present, with the right types")]
+
+
 def _v1_result(method: str, result: Any) -> list[Check]:
     name = V1_RESULTS.get(method)
     if name is None:
@@ -112,4 +158,4 @@ def _v03_result(method: str, result: Any) -> list[Check]:
     return [*checks, Check(True, "`result` has every property the A2A 0.3 schema requires, with the right types")]
 
 
-__all__ = ["V03_KINDS", "V1_RESULTS", "check_response", "check_rest", "method_names"]
+__all__ = ["V03_KINDS", "V1_RESULTS", "check_grpc", "check_response", "check_rest", "check_rest_v03", "method_names"]

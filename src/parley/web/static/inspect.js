@@ -87,8 +87,9 @@ class Inspector {
     li.scrollIntoView({ block: "nearest" });
   }
 
+  // A JSON-RPC answer carries the result in `result`; HTTP+JSON and gRPC answers are the result itself.
   remember(body) {
-    const r = body?.result;
+    const r = body && typeof body === "object" && "result" in body ? body.result : body;
     if (!r || typeof r !== "object") return;
     const task = r.task ?? (r.kind === "task" || (r.id && r.status) ? r : null);
     const update = r.statusUpdate ?? (r.kind === "status-update" ? r : null);
@@ -124,7 +125,8 @@ class Inspector {
       if (answer.error) { this.entry("error", "✘ the inspector", answer.error); return; }
       this.entry("out", "→ request", answer.request);
       for (const frame of answer.frames) {
-        this.entry("reply", `← response (HTTP ${answer.status})`, frame.body, frame.checks);
+        const status = typeof answer.status === "number" ? `HTTP ${answer.status}` : `gRPC ${answer.status}`;
+        this.entry("reply", `← response (${status})`, frame.body, frame.checks);
         this.remember(frame.body);
       }
       return;
