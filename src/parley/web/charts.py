@@ -1,5 +1,5 @@
 """An agent's last hour at a glance, for its dashboard page: tasks settled per minute by final state, time to
-completion (p50, p95) and errors, from the task store itself (no metrics service: a bare install has it, and
+first event and to completion (p50, p95) and errors, from the task store itself (no metrics service: a bare install has it, and
 replicas sharing a PostgreSQL store see the cluster's numbers), drawn as inline SVG on the server (no script,
 no CDN: the page's CSP holds)."""
 
@@ -27,6 +27,7 @@ class AgentStats:
     minutes: list[dict[str, int]] = field(default_factory=lambda: [{} for _ in range(WINDOW_SECONDS // BUCKET_SECONDS)])
     settled: dict[str, int] = field(default_factory=dict)
     durations: list[float] = field(default_factory=list)  # created -> settled, seconds
+    first_events: list[float] = field(default_factory=list)  # created -> first event after the Task, seconds
     truncated: bool = False
 
     @property
@@ -35,10 +36,19 @@ class AgentStats:
 
     def percentile(self, p: float) -> float | None:
         """The nearest-rank percentile `p` (0-100) of the times to completion; None without any."""
-        if not self.durations:
-            return None
-        ordered = sorted(self.durations)
-        return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+        return percentile(self.durations, p)
+
+    def first_event_percentile(self, p: float) -> float | None:
+        """The nearest-rank percentile `p` (0-100) of the times to first event; None without any."""
+        return percentile(self.first_events, p)
+
+
+def percentile(values: list[float], p: float) -> float | None:
+    """The nearest-rank percentile `p` (0-100) of `values`; None when there are none."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
 
 
 async def agent_stats(store: TaskStore, agent_id: str, now: float) -> AgentStats:
@@ -57,6 +67,8 @@ async def agent_stats(store: TaskStore, agent_id: str, now: float) -> AgentStats
             if seen > MAX_TASKS:
                 stats.truncated = True
                 return stats
+            if rec.first_event_at is not None and rec.created_at and rec.created_at >= start:
+                stats.first_events.append(max(0.0, rec.first_event_at - rec.created_at))
             state = rec.task.status.state
             if state not in TERMINAL:  # running or waiting for input: not settled yet
                 continue
@@ -72,16 +84,21 @@ async def agent_stats(store: TaskStore, agent_id: str, now: float) -> AgentStats
 
 
 def bars(stats: AgentStats) -> list[dict[str, object]]:
-    """The stacked bars of the per-minute chart: one rect per minute and state (x, y, width, height, state,
-    count) in a WIDTH x HEIGHT box, the tallest minute filling it."""
-    peak = max((sum(b.values()) for b in stats.minutes), default=0)
+    """The stacked bars of the per-minute chart of tasks by final state (see stacked_bars)."""
+    return stacked_bars(stats.minutes, FINAL)
+
+
+def stacked_bars(minutes: list[dict[str, int]], order: list[str]) -> list[dict[str, object]]:
+    """Stacked bars, one rect per minute and kind in `order` (x, y, width, height, state, count, minute) in a
+    WIDTH x HEIGHT box, the tallest minute filling it."""
+    peak = max((sum(b.values()) for b in minutes), default=0)
     if peak == 0:
         return []
-    width = WIDTH / len(stats.minutes)
+    width = WIDTH / len(minutes)
     rects = []
-    for i, bucket in enumerate(stats.minutes):
+    for i, bucket in enumerate(minutes):
         y = float(HEIGHT)
-        for state in FINAL:
+        for state in order:
             count = bucket.get(state, 0)
             if not count:
                 continue
@@ -92,4 +109,4 @@ def bars(stats: AgentStats) -> list[dict[str, object]]:
     return rects
 
 
-__all__ = ["FINAL", "HEIGHT", "WIDTH", "AgentStats", "agent_stats", "bars"]
+__all__ = ["FINAL", "HEIGHT", "WIDTH", "AgentStats", "agent_stats", "bars", "percentile", "stacked_bars"]
