@@ -43,7 +43,7 @@ def _seconds(at: str | None) -> float | None:
     if not at:
         return None
     try:
-        return datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp()
+        return datetime.fromisoformat(at).timestamp()
     except ValueError:
         return None
 
