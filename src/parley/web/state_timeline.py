@@ -11,6 +11,7 @@ WIDTH, HEIGHT = 640, 92
 LEFT, RIGHT = 8, 8  # room for the first and last markers
 BAND_Y, BAND_HEIGHT = 14, 18
 LABEL_ROWS = 3  # labels of changes close together go on rows below each other
+LABEL_WIDTH, LABEL_GAP = 110, 8  # about what a label ("input-required +1.2 s") takes, in the drawing's units
 
 
 def state_timeline(rows: list[dict[str, Any]], *, settled: bool, now: float) -> dict[str, Any] | None:
@@ -29,10 +30,15 @@ def state_timeline(rows: list[dict[str, Any]], *, settled: bool, now: float) -> 
         return round(LEFT + (t - start) / span * inner, 2)
 
     bands, marks = [], []
+    ends = [float("-inf")] * LABEL_ROWS  # where each label row's last label ends (x)
     for i, (t, row) in enumerate(points):
         until = points[i + 1][0] if i + 1 < len(points) else end
-        bands.append({"x": x_of(t), "width": round(max(x_of(until) - x_of(t), 0.0), 2), "state": row["state"]})
-        marks.append({"x": x_of(t), "label_y": BAND_Y + BAND_HEIGHT + 16 + 14 * (i % LABEL_ROWS), "seq": row["seq"],
+        x = x_of(t)
+        bands.append({"x": x, "width": round(max(x_of(until) - x, 0.0), 2), "state": row["state"]})
+        free = [r for r in range(LABEL_ROWS) if ends[r] + LABEL_GAP <= x]
+        label_row = free[0] if free else min(range(LABEL_ROWS), key=lambda r: ends[r])
+        ends[label_row] = x + LABEL_WIDTH
+        marks.append({"x": x, "label_y": BAND_Y + BAND_HEIGHT + 16 + 14 * label_row, "seq": row["seq"],
                       "state": row["state"], "offset": max(t - start, 0.0), "at": row["at"]})
     return {"width": WIDTH, "height": HEIGHT, "bands": bands, "marks": marks, "span": end - start,
             "band_y": BAND_Y, "band_height": BAND_HEIGHT}
