@@ -161,7 +161,8 @@ def test_the_charts_show_a_known_load(browser, store: str, request: pytest.Fixtu
         done = latency(page, "latency")
         assert first["count"] == 2 and first["p50"] >= FIRST_WAIT * 1000, first
         assert first["p50"] <= done["p50"] and first["p95"] <= done["p95"], (first, done)
-        assert re.search(r"p50 \d+ ms · p95 \d+ ms \(2 tasks;", first["text"]), first["text"]
+        # no upper bound on a shared machine: a second or more reads "1.0 s"
+        assert re.search(r"p50 [\d.]+ m?s · p95 [\d.]+ m?s \(2 tasks;", first["text"]), first["text"]
         assert violations == [], violations
         context.close()
 
