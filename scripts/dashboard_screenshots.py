@@ -113,9 +113,11 @@ def main(out: Path) -> None:
                 page.get_by_role("button", name="Send").click()
                 page.locator("[data-testid=inspect-console] li[data-valid]").first.wait_for()
                 page.screenshot(path=out / "inspect.png", full_page=True)
+                page.set_viewport_size({"width": 1280, "height": 1200})  # the last hour's charts, all of them
                 page.goto(f"{base}/ui/agents/echo")
-                page.get_by_test_id("charts").scroll_into_view_if_needed()
+                page.evaluate("document.querySelector('[data-testid=charts]').scrollIntoView()")
                 page.screenshot(path=out / "charts.png")
+                page.set_viewport_size({"width": 1280, "height": 900})
                 page.goto(f"{base}/ui/tasks")
                 page.wait_for_selector("[data-testid=live-status] >> text=updates appear")
                 page.screenshot(path=out / "tasks.png", full_page=True)

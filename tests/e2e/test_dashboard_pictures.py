@@ -148,6 +148,8 @@ def test_the_charts_show_a_known_load(browser, store: str, request: pytest.Fixtu
         assert steady_first["p50"] <= steady_first["p95"] and steady_first["p50"] <= steady_done["p50"], (
             steady_first, steady_done)
         assert steady_first["p95"] <= steady_done["p95"], (steady_first, steady_done)
+        assert sum(int(c) for c in per_minute(page, "chart-first-event", "data-count")) == 4
+        assert sum(int(c) for c in per_minute(page, "chart-completion", "data-count")) == 4
 
         page.goto(f"{server.url}/ui/agents/flaky")
         assert counts(page) == {"completed": 0, "failed": 3, "canceled": 0, "rejected": 0}
@@ -160,6 +162,9 @@ def test_the_charts_show_a_known_load(browser, store: str, request: pytest.Fixtu
         first = latency(page, "first-event")
         done = latency(page, "latency")
         assert first["count"] == 2 and first["p50"] >= FIRST_WAIT * 1000, first
+        minute_p50s = [float(v) for v in per_minute(page, "chart-first-event", "data-p50-ms")]
+        assert minute_p50s and all(v >= FIRST_WAIT * 1000 for v in minute_p50s), minute_p50s
+        assert sum(int(c) for c in per_minute(page, "chart-first-event", "data-count")) == 2
         assert first["p50"] <= done["p50"] and first["p95"] <= done["p95"], (first, done)
         # no upper bound on a shared machine: a second or more reads "1.0 s"
         assert re.search(r"p50 [\d.]+ m?s · p95 [\d.]+ m?s \(2 tasks;", first["text"]), first["text"]
@@ -234,6 +239,11 @@ def bar_sums(page, chart: str, attribute: str) -> dict[str, int]:
         kind = rect.get_attribute(attribute)
         summed[kind] = summed.get(kind, 0) + int(rect.get_attribute("data-count"))
     return summed
+
+
+def per_minute(page, chart: str, attribute: str) -> list[str]:
+    """One attribute of each minute's bars of a per-minute latency chart."""
+    return [g.get_attribute(attribute) for g in page.get_by_test_id(chart).locator("g").all()]
 
 
 def latency(page, testid: str) -> dict:

@@ -8,7 +8,7 @@ from parley.protocol import models as m
 from parley.tasks.log import Entry
 from parley.tasks.memory_store import MemoryTaskStore
 from parley.tasks.store import Commit, DeliveryAttempt, StoredPushConfig, TaskRecord
-from parley.web.charts import agent_stats
+from parley.web.charts import HEIGHT, agent_stats, latency_bars
 from parley.web.push_chart import MAX_ATTEMPTS, push_stats
 from parley.web.render import duration
 from parley.web.state_timeline import state_timeline
@@ -64,17 +64,18 @@ async def test_push_stats_say_when_they_stopped_counting() -> None:
 
 
 async def test_time_to_first_event_comes_from_the_stamp() -> None:
-    """Tasks whose first event came 0.5 s, 1 s and 2 s after their creation: p50 1 s, p95 2 s (nearest rank);
-    a task with only the Task has none yet."""
+    """Tasks created 61 s ago whose first event came 0.5 s, 1 s and 2 s later: p50 1 s, p95 2 s (nearest rank),
+    the first in the minute before the last, the others in the last; a task with only the Task has none yet."""
     store = MemoryTaskStore()
     for i, wait in enumerate([0.5, 2.0, 1.0]):
-        await task_with_hook(store, f"t{i}", "a", created=NOW - 60, first=NOW - 60 + wait)
+        await task_with_hook(store, f"t{i}", "a", created=NOW - 61, first=NOW - 61 + wait)
     lone = m.Task(id="t9", context_id="c", status=m.TaskStatus(state=S.SUBMITTED))
     await store.create(TaskRecord(task=lone, agent_id="a", owner="o", seq=1, updated_at=NOW - 1,
                                   created_at=NOW - 1), Entry(1, lone))
     stats = await agent_stats(store, "a", NOW)
     assert sorted(stats.first_events) == [0.5, 1.0, 2.0]
     assert stats.first_event_percentile(50) == 1.0 and stats.first_event_percentile(95) == 2.0
+    assert sorted(stats.first_by_minute[-2]) == [0.5] and sorted(stats.first_by_minute[-1]) == [1.0, 2.0]
 
 
 def test_durations_under_a_second_read_in_milliseconds() -> None:
@@ -118,3 +119,16 @@ def test_the_timeline_places_each_change_at_its_time() -> None:
     running = state_timeline(rows[:2], settled=False, now=1767225600.0 + 3)  # 2026-01-01T00:00:03Z
     assert running is not None and running["span"] == 3.0 and running["bands"][-1]["width"] == round(inner * 2 / 3, 2)
     assert start == 0.0 and state_timeline([{"seq": 1, "state": "x", "at": None}], settled=True, now=0) is None
+
+
+def test_latency_bars_per_minute_scale_to_the_hours_highest_p95() -> None:
+    """Minute 58 with 1 s, 2 s and 4 s (p50 2 s, p95 4 s) and minute 59 with 1 s: the p95 of minute 58 fills
+    the chart, every other bar is in proportion; minutes without tasks have no bar."""
+    by_minute: list[list[float]] = [[] for _ in range(60)]
+    by_minute[58] = [4.0, 1.0, 2.0]
+    by_minute[59] = [1.0]
+    drawn = latency_bars(by_minute)
+    assert [(r["minute"], r["p50"], r["p95"], r["count"], r["height50"], r["height95"]) for r in drawn] == [
+        (58, 2.0, 4.0, 3, HEIGHT / 2, HEIGHT), (59, 1.0, 1.0, 1, HEIGHT / 4, HEIGHT / 4)]
+    assert latency_bars([[] for _ in range(60)]) == []
+    assert latency_bars([[0.0]])[0]["height95"] == 0.0  # all zero: flat, no division by zero

@@ -14,6 +14,7 @@ from parley.web.render import state_label
 
 WINDOW_SECONDS = 3600
 BUCKET_SECONDS = 60
+MINUTES = WINDOW_SECONDS // BUCKET_SECONDS
 MAX_TASKS = 2000  # read at most this many of the last hour's tasks (the chart says when it stopped there)
 FINAL = ["completed", "failed", "rejected", "canceled"]
 ERRORS = {"failed", "rejected"}
@@ -24,10 +25,14 @@ WIDTH, HEIGHT = 600, 120  # the SVG's drawing box
 class AgentStats:
     """One agent's last hour: per-minute counts by final state (oldest minute first), and the summaries."""
 
-    minutes: list[dict[str, int]] = field(default_factory=lambda: [{} for _ in range(WINDOW_SECONDS // BUCKET_SECONDS)])
+    minutes: list[dict[str, int]] = field(default_factory=lambda: [{} for _ in range(MINUTES)])
     settled: dict[str, int] = field(default_factory=dict)
     durations: list[float] = field(default_factory=list)  # created -> settled, seconds
     first_events: list[float] = field(default_factory=list)  # created -> first event after the Task, seconds
+    # the same per minute (oldest first): time to first event by the minute of that event, time to completion
+    # by the minute the task ended
+    first_by_minute: list[list[float]] = field(default_factory=lambda: [[] for _ in range(MINUTES)])
+    durations_by_minute: list[list[float]] = field(default_factory=lambda: [[] for _ in range(MINUTES)])
     truncated: bool = False
 
     @property
@@ -68,19 +73,44 @@ async def agent_stats(store: TaskStore, agent_id: str, now: float) -> AgentStats
                 stats.truncated = True
                 return stats
             if rec.first_event_at is not None and rec.created_at and rec.created_at >= start:
-                stats.first_events.append(max(0.0, rec.first_event_at - rec.created_at))
+                first = max(0.0, rec.first_event_at - rec.created_at)
+                stats.first_events.append(first)
+                stats.first_by_minute[_minute(rec.first_event_at, start)].append(first)
             state = rec.task.status.state
             if state not in TERMINAL:  # running or waiting for input: not settled yet
                 continue
             label = state_label(state)
-            bucket = min(int((rec.updated_at - start) // BUCKET_SECONDS), len(stats.minutes) - 1)
+            bucket = _minute(rec.updated_at, start)
             stats.minutes[bucket][label] = stats.minutes[bucket].get(label, 0) + 1
             stats.settled[label] = stats.settled.get(label, 0) + 1
             if rec.created_at:
                 stats.durations.append(max(0.0, rec.updated_at - rec.created_at))
+                stats.durations_by_minute[bucket].append(stats.durations[-1])
         if page.next_cursor is None:
             return stats
         cursor = page.next_cursor
+
+
+def _minute(at: float, start: float) -> int:
+    """The bucket (0 = the oldest minute) of a time in the window that begins at `start`."""
+    return min(max(0, int((at - start) // BUCKET_SECONDS)), MINUTES - 1)
+
+
+def latency_bars(by_minute: list[list[float]]) -> list[dict[str, object]]:
+    """One minute's p95 (a light bar) and p50 (a dark bar in front of it) per minute with any value, in a WIDTH x
+    HEIGHT box whose top is the hour's highest p95: {x, width, y50, height50, y95, height95, p50, p95, count,
+    minute}."""
+    shown = [(i, percentile(values, 50), percentile(values, 95), len(values))
+             for i, values in enumerate(by_minute) if values]
+    peak = max((p95 for _, _, p95, _ in shown), default=0.0) or 1.0  # all zero: flat bars, no division by 0
+    width = WIDTH / len(by_minute)
+    rects = []
+    for i, p50, p95, count in shown:
+        h50, h95 = HEIGHT * p50 / peak, HEIGHT * p95 / peak  # type: ignore[operator]
+        rects.append({"x": round(i * width, 2), "width": round(width - 1, 2), "y50": round(HEIGHT - h50, 2),
+                      "height50": round(h50, 2), "y95": round(HEIGHT - h95, 2), "height95": round(h95, 2),
+                      "p50": p50, "p95": p95, "count": count, "minute": i})
+    return rects
 
 
 def bars(stats: AgentStats) -> list[dict[str, object]]:
@@ -109,4 +139,5 @@ def stacked_bars(minutes: list[dict[str, int]], order: list[str]) -> list[dict[s
     return rects
 
 
-__all__ = ["FINAL", "HEIGHT", "WIDTH", "AgentStats", "agent_stats", "bars", "percentile", "stacked_bars"]
+__all__ = ["FINAL", "HEIGHT", "WIDTH", "AgentStats", "agent_stats", "bars", "latency_bars", "percentile",
+           "stacked_bars"]

@@ -401,7 +401,8 @@ class Dashboard:
                 "first50": stats.first_event_percentile(50), "first95": stats.first_event_percentile(95),
                 "max_tasks": charts.MAX_TASKS, "pushes": pushes, "outcomes": push_chart.OUTCOMES,
                 "outcome_labels": push_chart.LABELS, "push_bars": charts.stacked_bars(pushes.minutes, push_chart.OUTCOMES),
-                "max_attempts": push_chart.MAX_ATTEMPTS}
+                "max_attempts": push_chart.MAX_ATTEMPTS, "first_bars": charts.latency_bars(stats.first_by_minute),
+                "done_bars": charts.latency_bars(stats.durations_by_minute)}
 
     @_admin
     async def chat_page(self, request: Request, viewer: Viewer) -> Response:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from parley.tasks.store import TaskStore
-from parley.web.charts import BUCKET_SECONDS, WINDOW_SECONDS
+from parley.web.charts import BUCKET_SECONDS, MINUTES, WINDOW_SECONDS
 
 MAX_ATTEMPTS = 2000  # read at most this many of the last hour's attempts (the chart says when it stopped there)
 OUTCOMES = ["delivered", "retry", "dead", "disabled"]  # DeliveryAttempt.outcome, in the order bars stack
@@ -18,7 +18,7 @@ LABELS = {"delivered": "delivered", "retry": "failed, retried", "dead": "dead-le
 class PushStats:
     """One agent's push attempts in the last hour: per-minute counts by outcome (oldest minute first), totals."""
 
-    minutes: list[dict[str, int]] = field(default_factory=lambda: [{} for _ in range(WINDOW_SECONDS // BUCKET_SECONDS)])
+    minutes: list[dict[str, int]] = field(default_factory=lambda: [{} for _ in range(MINUTES)])
     outcomes: dict[str, int] = field(default_factory=dict)
     truncated: bool = False
 
