@@ -3,8 +3,9 @@
     .venv/bin/python scripts/dashboard_screenshots.py docs/screenshots
 
 Starts `parley serve` with the browser tests' agents (tests/e2e/apps/dashboard_agents.py) and an admin
-key, makes a few tasks (a chat, a delegation, a rich artifact), and saves a PNG of each page from Debian's
-chromium at 1280 px, plus the agent page at phone width.
+key, makes a few tasks (a chat, a delegation, a rich artifact, echo tasks with webhooks on this machine: one
+answering 500 then 200, one 410 Gone), and saves a PNG of each page from Debian's chromium at 1280 px, plus the
+agent page at phone width.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ sys.path.insert(0, str(ROOT / "tests"))  # dashboard_kit imports tests/support.p
 
 from dashboard_kit import ADMIN_KEY, CHROMIUM, CHROMIUM_ARGS, write_config
 
+from support import settled_push_log, webhook_receiver
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -32,19 +35,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def rpc(base: str, agent: str, text: str, task_id: str | None = None) -> dict:
+def rpc(base: str, agent: str, text: str, task_id: str | None = None, push_url: str | None = None) -> dict:
     message = {"messageId": os.urandom(8).hex(), "role": "ROLE_USER", "parts": [{"text": text}]}
     if task_id:
         message["taskId"] = task_id
-    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+    params: dict = {"message": message}
+    if push_url:
+        params["configuration"] = {"taskPushNotificationConfig": {"url": push_url, "token": "screenshots"}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params}
     reply = httpx.post(f"{base}/a2a/{agent}", json=body, timeout=30,
                        headers={"X-API-Key": ADMIN_KEY, "A2A-Version": "1.0"}).json()
     return reply["result"]["task"]
 
 
 def with_inspect_allow(config: Path) -> Path:
-    """The config, its inspector allowed to reach this machine (to inspect the server's own agents)."""
-    config.write_text(config.read_text() + '\n[server.dashboard]\ninspect_allow = ["127.0.0.0/8"]\n')
+    """The config, its inspector and its webhooks allowed to reach this machine (to inspect the server's own
+    agents; the screenshots' webhook receivers), retries quick."""
+    config.write_text(config.read_text() + '\n[server.dashboard]\ninspect_allow = ["127.0.0.0/8"]\n'
+                      '\n[server.push]\nallow = ["127.0.0.0/8"]\nbackoff_seconds = 0.05\n')
     return config
 
 
@@ -75,6 +83,14 @@ def main(out: Path) -> None:
             rich = rpc(base, "writer", "Made for the screenshots.")
             asked = rpc(base, "interviewer", "I want to learn Rust")
             rpc(base, "interviewer", "for speed", task_id=asked["id"])
+            hooks = webhook_receiver()
+            with hooks.Webhook(answers=[500]) as flapping, hooks.Webhook(answers=[410]) as gone:
+                hooked = [rpc(base, "echo", f"hello {i}", push_url=hook.url)["id"]
+                          for i, hook in enumerate([flapping, gone, flapping])]
+                for task_id in hooked:
+                    settled_push_log(f"{base}/a2a/echo", task_id, headers={"X-API-Key": ADMIN_KEY})
+            for i in range(4):
+                rpc(base, "echo", f"plain {i}")
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
                 page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -97,6 +113,11 @@ def main(out: Path) -> None:
                 page.get_by_role("button", name="Send").click()
                 page.locator("[data-testid=inspect-console] li[data-valid]").first.wait_for()
                 page.screenshot(path=out / "inspect.png", full_page=True)
+                page.set_viewport_size({"width": 1280, "height": 1200})  # the last hour's charts, all of them
+                page.goto(f"{base}/ui/agents/echo")
+                page.evaluate("document.querySelector('[data-testid=charts]').scrollIntoView()")
+                page.screenshot(path=out / "charts.png")
+                page.set_viewport_size({"width": 1280, "height": 900})
                 page.goto(f"{base}/ui/tasks")
                 page.wait_for_selector("[data-testid=live-status] >> text=updates appear")
                 page.screenshot(path=out / "tasks.png", full_page=True)

@@ -354,12 +354,12 @@ def webhook_receiver() -> ModuleType:
     return sys.modules[name]
 
 
-def settled_push_log(url: str, task_id: str, wait: float = 30.0) -> dict:
-    """A task's push log (GET /tasks/{id}/pushLog) once no notification is pending (a bounded poll: delivery
-    runs on its own)."""
+def settled_push_log(url: str, task_id: str, wait: float = 30.0, headers: dict[str, str] | None = None) -> dict:
+    """A task's push log (GET /tasks/{id}/pushLog, with `headers`: credentials) once no notification is pending
+    (a bounded poll: delivery runs on its own)."""
     deadline = time.monotonic() + wait
     while True:
-        log = httpx.get(f"{url}/tasks/{task_id}/pushLog", timeout=wait).json()
+        log = httpx.get(f"{url}/tasks/{task_id}/pushLog", timeout=wait, headers=headers).json()
         if log["notifications"] and all(n["state"] != "pending" for n in log["notifications"]):
             return log
         assert time.monotonic() < deadline, log

@@ -207,7 +207,7 @@ async def test_schema_2_gets_the_ascending_owner_index_and_lists_as_before(postg
         definition = await conn.fetchval("SELECT indexdef FROM pg_indexes WHERE indexname = 'tasks_by_owner' "
                                          "AND schemaname = current_schema()")
         assert "DESC" not in definition, definition
-        assert await conn.fetchval("SELECT version FROM parley_schema WHERE component = 'tasks'") == len(MIGRATIONS) == 4
+        assert await conn.fetchval("SELECT version FROM parley_schema WHERE component = 'tasks'") == len(MIGRATIONS) == 5
         await conn.execute("SET enable_seqscan = off")  # 5 rows: the planner would scan the table otherwise
         plan = " ".join(r[0] for r in await conn.fetch(
             "EXPLAIN SELECT id FROM tasks WHERE agent_id = 'echo' AND owner = 'alice' "

@@ -348,7 +348,7 @@ def test_the_screenshot_script_makes_a_picture_of_every_page(browser, tmp_path):
                           text=True, timeout=WAIT * 4, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     names = {p.name for p in tmp_path.glob("*.png")}
-    assert names == {"login.png", "agents.png", "agent.png", "chat.png", "inspect.png", "tasks.png",
+    assert names == {"login.png", "agents.png", "agent.png", "charts.png", "chat.png", "inspect.png", "tasks.png",
                      "task-delegation.png", "task.png", "keys.png", "phone.png"}
     for name in names:
         head = (tmp_path / name).read_bytes()[:24]

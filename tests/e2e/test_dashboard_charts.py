@@ -58,7 +58,7 @@ def chart(html: str) -> dict:
     summed: dict[str, int] = {}
     for state, count in re.findall(r'<rect [^>]*data-state="(\w+)" data-count="(\d+)"', section):
         summed[state] = summed.get(state, 0) + int(count)
-    latency = re.search(r'data-testid="latency">(.*?)</dd>', section, re.DOTALL).group(1)
+    latency = re.search(r'data-testid="latency"[^>]*>(.*?)</dd>', section, re.DOTALL).group(1)
     return {"counts": counts, "bars": summed, "latency": latency}
 
 

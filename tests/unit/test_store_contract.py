@@ -649,6 +649,47 @@ async def test_outbox_rows_come_with_the_commit_that_appends_status_entries(stor
     assert [c.id for c in await store.list_push_configs("t1")] == ["a", "b"]
 
 
+async def test_the_first_event_after_the_task_is_stamped_once(store: TaskStore) -> None:
+    """`first_event_at` is the time of the commit that wrote the task's first event after the Task itself (seq 2,
+    the first a stream shows after the Task: A2A 1.0 section 3.1.2), set once: later commits leave it. A task
+    created with its first events (one pass) has it from its creation; a task with only the Task has none."""
+    await put(store, new_task("t1"), created=1000.0)
+    assert (await store.get("t1")).first_event_at is None  # type: ignore[union-attr]
+    await advance(store, "t1", status(S.WORKING, task_id="t1"), at=1000.25)
+    await advance(store, "t1", art("a", "x", task_id="t1"), at=1001.0)
+    await advance(store, "t1", status(S.COMPLETED, task_id="t1"), at=1002.0)
+    got = await store.get("t1")
+    assert got is not None and got.first_event_at == 1000.25 and got.created_at == 1000.0
+    t2 = new_task("t2")
+    await store.commit(Commit(task_id="t2", expected_seq=0, entries=[Entry(1, t2), Entry(2, status(S.WORKING,
+                       task_id="t2"))], snapshot=fold(t2, [status(S.WORKING, task_id="t2")]), updated_at=1003.5,
+                       record=record(t2, created=1003.0), message=key("msg-t2")))
+    listed = {r.task.id: r.first_event_at for r in (await store.list(query())).records}
+    assert listed == {"t1": 1000.25, "t2": 1003.5}
+
+
+async def test_recent_attempts_are_the_agents_newest_since_a_time(store: TaskStore) -> None:
+    """The delivery attempts of one agent's tasks at or after `since`, newest first, at most `limit`: the
+    dashboard's push chart (another agent's attempts and older ones are not among them)."""
+    await put(store, new_task("t1"))
+    await put(store, new_task("t2"), agent="other")
+    await advance(store, "t1", status(S.WORKING, task_id="t1"), push_configs=[hook("a", task_id="t1")])
+    await advance(store, "t2", status(S.WORKING, task_id="t2"), push_configs=[hook("b", task_id="t2")])
+    mine = (await store.push_log("t1"))[0][0]
+    theirs = (await store.push_log("t2"))[0][0]
+    for attempt, at, code, outcome in [(1, 90.0, 500, "retry"), (2, 100.0, 500, "retry"), (3, 110.0, 200, "delivered")]:
+        mine.attempts = attempt
+        mine.state = "delivered" if outcome == "delivered" else "pending"
+        await store.record_attempt(DeliveryAttempt(mine.id, attempt, at, code, None, 0.01, outcome), mine)
+    theirs.attempts, theirs.state = 1, "disabled"
+    await store.record_attempt(DeliveryAttempt(theirs.id, 1, 105.0, 410, None, 0.01, "disabled"), theirs)
+    got = await store.recent_attempts("echo", since=100.0, limit=10)
+    assert [(a.attempt, a.at, a.status, a.outcome) for a in got] == [(3, 110.0, 200, "delivered"),
+                                                                     (2, 100.0, 500, "retry")]
+    assert [a.attempt for a in await store.recent_attempts("echo", since=0.0, limit=2)] == [3, 2]
+    assert [a.outcome for a in await store.recent_attempts("other", since=0.0, limit=10)] == ["disabled"]
+
+
 async def test_may_notify_names_the_tasks_with_webhooks(store: TaskStore) -> None:
     """A commit of a task with a webhook may queue notifications (the push dispatcher is woken for it); on a
     store only this process writes, a task without one may not (its commits never wake the dispatcher)."""
@@ -934,7 +975,7 @@ async def test_an_older_sqlite_schema_is_migrated(tmp_path: Path) -> None:
     finally:
         await store.close()
     version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
-    assert version == SCHEMA_VERSION == 8
+    assert version == SCHEMA_VERSION == 9
 
 
 async def test_schema_4_gets_the_ascending_owner_index_and_lists_as_before(tmp_path: Path) -> None:
@@ -988,7 +1029,8 @@ def as_schema_7(path: Path) -> None:
                  for e in decode_entries(blob) if e.seq > since]
         whole = fold(msgspec.json.decode(snapshot, type=m.Task), later)
         db.execute("UPDATE tasks SET snapshot=? WHERE id=?", (msgspec.json.encode(whole), task_id))
-    db.executescript("ALTER TABLE tasks DROP COLUMN snapshot_seq; PRAGMA user_version=7;")
+    db.executescript("ALTER TABLE tasks DROP COLUMN snapshot_seq; ALTER TABLE tasks DROP COLUMN first_event_at; "
+                     "DROP INDEX push_attempts_by_at; PRAGMA user_version=7;")
     db.commit()
     db.close()
 
@@ -1012,7 +1054,7 @@ async def test_schema_7_gets_lagging_snapshots_and_reads_as_before(tmp_path: Pat
     db.close()
     store = SqliteTaskStore(path)
     try:
-        assert await store.get("t1") == before
+        assert await store.get("t1") == msgspec.structs.replace(before, first_event_at=None)  # not kept before 9
         expected = before.task if before is not None else None
         for i in range(SNAPSHOT_EVERY + 3, SNAPSHOT_EVERY + 6):
             expected = fold(expected, [chunk(i)])  # type: ignore[arg-type]
@@ -1023,7 +1065,7 @@ async def test_schema_7_gets_lagging_snapshots_and_reads_as_before(tmp_path: Pat
     finally:
         await store.close()
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
     db.close()
 
 

@@ -35,6 +35,7 @@ from parley.tasks.store import (
     TaskRecord,
     TaskStore,
     check_commit,
+    first_event_at,
     page_of,
     visible,
 )
@@ -92,12 +93,15 @@ class MemoryTaskStore(TaskStore):
             raise DuplicateMessage(self._messages[c.message])
         # Nothing can fail from here on: apply every part of the commit.
         if c.record is not None:
-            rec = msgspec.structs.replace(c.record, task=c.snapshot, seq=c.last_seq, updated_at=c.updated_at)
+            rec = msgspec.structs.replace(c.record, task=c.snapshot, seq=c.last_seq, updated_at=c.updated_at,
+                                          first_event_at=first_event_at(c))
             self._tasks[c.task_id] = rec
             self._logs[c.task_id] = list(c.entries)
         else:
             assert current is not None
             rec = msgspec.structs.replace(current, task=c.snapshot, seq=c.last_seq, updated_at=c.updated_at)
+            if (first := first_event_at(c)) is not None:
+                rec.first_event_at = first
             self._tasks[c.task_id] = rec
             self._logs[c.task_id].extend(c.entries)
         if c.message is not None:
@@ -287,6 +291,13 @@ class MemoryTaskStore(TaskStore):
         self._attempts.setdefault(notification.id, []).append(attempt)
         if current.state == "pending":
             self._outbox[notification.id] = dataclasses.replace(notification)
+
+    async def recent_attempts(self, agent_id: str, since: float, limit: int) -> list[DeliveryAttempt]:
+        found = [a for nid, attempts in self._attempts.items()
+                 if (n := self._outbox.get(nid)) is not None and (t := self._tasks.get(n.task_id)) is not None
+                 and t.agent_id == agent_id for a in attempts if a.at >= since]
+        found.sort(key=lambda a: (a.at, a.notification_id, a.attempt), reverse=True)
+        return found[:limit]
 
     async def push_log(self, task_id: str) -> tuple[list[Notification], list[DeliveryAttempt]]:
         notifications = [dataclasses.replace(self._outbox[i]) for i in self._outbox_of.get(task_id, [])]

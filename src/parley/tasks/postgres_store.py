@@ -53,6 +53,7 @@ from parley.tasks.store import (
     TaskRecord,
     TaskStore,
     check_commit,
+    first_event_at,
     stores_snapshot,
     visible,
     within_bytes,
@@ -199,9 +200,16 @@ ALTER INDEX tasks_by_owner_ascending RENAME TO tasks_by_owner;
 _SCHEMA_4 = """
 ALTER TABLE tasks ADD COLUMN snapshot_seq INTEGER;
 """
-MIGRATIONS = [_SCHEMA_1, _SCHEMA_2, _SCHEMA_3, _SCHEMA_4]
+# Schema 5: `first_event_at`, when the first event after the Task was committed (time to first event, set once
+# by that commit: store.first_event_at; replicas of an older release leave it NULL), and push attempts by time
+# (the dashboard's push chart reads the last hour's). No default: adding the column rewrites nothing.
+_SCHEMA_5 = """
+ALTER TABLE tasks ADD COLUMN first_event_at DOUBLE PRECISION;
+CREATE INDEX push_attempts_by_at ON push_attempts (at);
+"""
+MIGRATIONS = [_SCHEMA_1, _SCHEMA_2, _SCHEMA_3, _SCHEMA_4, _SCHEMA_5]
 
-_RECORD = "agent_id, owner, snapshot, seq, created_at, updated_at, parent_task_id, snapshot_seq"
+_RECORD = "agent_id, owner, snapshot, seq, created_at, updated_at, parent_task_id, snapshot_seq, first_event_at"
 _NOTIFICATION = ("o.id, o.task_id, o.config_id, o.seq, o.kind, o.created_at, o.attempts, o.next_at, o.state, "
                  "o.last_status, o.last_error, o.done_at")
 # The oldest pending notification of each (task, webhook) lane that is not busy here, and when it may be sent:
@@ -223,11 +231,11 @@ _push_dec = msgspec.json.Decoder(m.TaskPushNotificationConfig)
 def _record(row: Any, task: m.Task, later: list[Entry] | None) -> TaskRecord:
     """A tasks row as a record (`task`: its snapshot, decoded); `later`: the log's entries after a lagging
     snapshot, folded in."""
-    agent_id, owner, _, seq, created, updated, parent, _ = row
+    agent_id, owner, _, seq, created, updated, parent, _, first_event = row
     if later:
         task = fold(task, [e.event for e in later])
     return TaskRecord(task=task, agent_id=agent_id, owner=owner, seq=seq,
-                      created_at=created, updated_at=updated, parent_task_id=parent)
+                      created_at=created, updated_at=updated, parent_task_id=parent, first_event_at=first_event)
 
 
 async def _records(conn: Any, rows: list[Any]) -> list[TaskRecord]:
@@ -326,6 +334,8 @@ class PostgresTaskStore(PostgresTables, TaskStore):
                     c.updated_at, r.parent_task_id, *lease, seqs, kinds, payloads, *(notice or ()))
                 if not written:
                     raise SequenceConflict(c.task_id, 0, await self._seq(conn, c.task_id))
+                if (first := first_event_at(c)) is not None:  # created with its first events (not the engine's way)
+                    await conn.execute("UPDATE tasks SET first_event_at=$2 WHERE id=$1", c.task_id, first)
                 has_push = bool(c.push_configs)
             else:
                 args: list[Any] = [c.task_id, c.expected_seq, c.last_seq, c.updated_at]
@@ -339,6 +349,8 @@ class PostgresTaskStore(PostgresTables, TaskStore):
                     sets.append(f"lease_holder=${len(args) - 1}, lease_expires=${len(args)}")
                 elif c.release_lease:
                     sets.append("lease_holder=NULL, lease_expires=NULL")
+                if c.expected_seq == 1:  # the task's first event after the Task (store.first_event_at)
+                    sets.append("first_event_at=$4")
                 args += [seqs, kinds, payloads]
                 k = len(args)
                 notify = ""
@@ -628,6 +640,14 @@ class PostgresTaskStore(PostgresTables, TaskStore):
                 "UPDATE push_outbox SET attempts=$1, next_at=$2, state=$3, last_status=$4, last_error=$5, done_at=$6, "
                 "claimed_by=NULL, claimed_until=NULL WHERE id=$7 AND state='pending'",
                 n.attempts, n.next_at, n.state, n.last_status, n.last_error, n.done_at, n.id)
+
+    async def recent_attempts(self, agent_id: str, since: float, limit: int) -> list[DeliveryAttempt]:
+        rows = await self.pool.fetch(
+            "SELECT a.notification_id, a.attempt, a.at, a.status, a.error, a.duration, a.outcome, a.next_at "
+            "FROM push_attempts a JOIN push_outbox o ON o.id = a.notification_id JOIN tasks t ON t.id = o.task_id "
+            "WHERE a.at >= $1 AND t.agent_id = $2 "
+            "ORDER BY a.at DESC, a.notification_id DESC, a.attempt DESC LIMIT $3", since, agent_id, limit)
+        return [DeliveryAttempt(*r) for r in rows]
 
     async def push_log(self, task_id: str) -> tuple[list[Notification], list[DeliveryAttempt]]:
         async with self.pool.acquire() as conn:

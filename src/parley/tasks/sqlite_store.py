@@ -57,6 +57,7 @@ from parley.tasks.store import (
     TaskRecord,
     TaskStore,
     check_commit,
+    first_event_at,
     stores_snapshot,
     within_bytes,
 )
@@ -65,8 +66,9 @@ from parley.tasks.store import (
 # order (read backwards for ListTasks), so that a commit adds to its right edge; 6: the push outbox is filled by
 # the commit itself (_ENQUEUE), only for tasks with webhooks, not by a trigger on every event row; 7: a commit's
 # entries are one row of `entry_batches` (a rowid table: a new row goes to its end), not one `events` row each;
-# 8: `tasks.snapshot_seq`, a commit of artifact updates only does not rewrite the snapshot (store.SNAPSHOT_EVERY)
-SCHEMA_VERSION = 8
+# 8: `tasks.snapshot_seq`, a commit of artifact updates only does not rewrite the snapshot (store.SNAPSHOT_EVERY);
+# 9: `tasks.first_event_at` (time to first event, set once: store.first_event_at) and push attempts by time
+SCHEMA_VERSION = 9
 _UNFINISHED_SQL = f"('{m.TaskState.SUBMITTED.value}', '{m.TaskState.WORKING.value}')"  # what recovery takes over
 _MESSAGE_IDS = """(
     agent_id TEXT NOT NULL,
@@ -116,7 +118,8 @@ CREATE TABLE IF NOT EXISTS push_attempts (
     outcome TEXT NOT NULL,
     next_at REAL,
     PRIMARY KEY (notification_id, attempt)
-) WITHOUT ROWID
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS push_attempts_by_at ON push_attempts (at)
 """
 _NOW = "((julianday('now') - 2440587.5) * 86400.0)"  # seconds since the epoch, in SQL
 SCHEMA = f"""
@@ -137,7 +140,8 @@ CREATE TABLE IF NOT EXISTS tasks (
     parent_task_id TEXT,
     lease_holder TEXT,
     lease_expires REAL,
-    snapshot_seq INTEGER
+    snapshot_seq INTEGER,
+    first_event_at REAL
 );
 -- Ascending, read backwards by ListTasks (newest update first): a commit's new entry goes to the right edge
 -- of its (agent, owner) range, one page, where descending order inserted at the left edge and split pages
@@ -224,7 +228,7 @@ DROP TABLE message_ids;
 ALTER TABLE message_ids_v2 RENAME TO message_ids;
 """
 
-_RECORD = "agent_id, owner, snapshot, seq, created_at, updated_at, parent_task_id, snapshot_seq"
+_RECORD = "agent_id, owner, snapshot, seq, created_at, updated_at, parent_task_id, snapshot_seq, first_event_at"
 GATE_POLL_SECONDS = 0.001  # how often a write outside the group writes looks whether a checkpoint let go
 WAL_LIMIT_BYTES = 16 * 1024 * 1024  # past this much content the WAL starts over at the next checkpoint round
 _BATCH = 500  # ids per statement (SQLite's parameter limit is 999 on old builds)
@@ -361,6 +365,8 @@ class SqliteTaskStore(TaskStore):
                 db.execute("DROP TRIGGER IF EXISTS push_enqueue")  # commits fill the outbox themselves now
             if has_tasks and version < 8:  # every stored snapshot so far is complete: NULL says so
                 db.execute("ALTER TABLE tasks ADD COLUMN snapshot_seq INTEGER")
+            if has_tasks and version < 9:  # tasks stored before have no time to first event: NULL
+                db.execute("ALTER TABLE tasks ADD COLUMN first_event_at REAL")
             if has_tasks and version < SCHEMA_VERSION:
                 log.warning("migrated the task database %s to schema %d", self.path, SCHEMA_VERSION)
             for statement in [*SCHEMA.split(";"), *TRIGGERS]:
@@ -371,12 +377,12 @@ class SqliteTaskStore(TaskStore):
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def _record(self, row: tuple) -> TaskRecord:
-        agent_id, owner, snapshot, seq, created, updated, parent, snapshot_seq = row
+        agent_id, owner, snapshot, seq, created, updated, parent, snapshot_seq, first_event = row
         task = _task_dec.decode(snapshot)
         if snapshot_seq is not None and snapshot_seq < seq:  # the artifact updates since: folded in
             task = fold(task, [e.event for e in self._entries_after(task.id, snapshot_seq) if e.seq <= seq])
         return TaskRecord(task=task, agent_id=agent_id, owner=owner, seq=seq,
-                          created_at=created, updated_at=updated, parent_task_id=parent)
+                          created_at=created, updated_at=updated, parent_task_id=parent, first_event_at=first_event)
 
     # --- writing ---------------------------------------------------------------------------------
 
@@ -489,9 +495,9 @@ class SqliteTaskStore(TaskStore):
             lease = (c.lease.holder, c.lease.expires_at) if c.lease is not None else (None, None)
             try:
                 db.execute(
-                    "INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,NULL)",
+                    "INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,NULL,?)",
                     (t.id, r.agent_id, r.owner, t.context_id, t.status.state.value, t.status.timestamp,
-                     snapshot, c.last_seq, r.created_at, c.updated_at, r.parent_task_id, *lease),
+                     snapshot, c.last_seq, r.created_at, c.updated_at, r.parent_task_id, *lease, first_event_at(c)),
                 )
             except sqlite3.IntegrityError:
                 raise SequenceConflict(c.task_id, 0, self._seq(c.task_id)) from None
@@ -517,6 +523,8 @@ class SqliteTaskStore(TaskStore):
                 )
             if cur.rowcount != 1:
                 raise SequenceConflict(c.task_id, c.expected_seq, self._seq(c.task_id))
+            if c.expected_seq == 1:  # the task's first event after the Task: once per task, its row's page is dirty
+                db.execute("UPDATE tasks SET first_event_at=? WHERE id=?", (c.updated_at, c.task_id))
         if c.message is not None:
             k = c.message
             cur = db.execute("INSERT INTO message_ids VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING",
@@ -811,6 +819,13 @@ class SqliteTaskStore(TaskStore):
             self._db.execute("UPDATE push_outbox SET attempts=?, next_at=?, state=?, last_status=?, last_error=?, "
                              "done_at=? WHERE id=? AND state='pending'",
                              (n.attempts, n.next_at, n.state, n.last_status, n.last_error, n.done_at, n.id))
+
+    async def recent_attempts(self, agent_id: str, since: float, limit: int) -> list[DeliveryAttempt]:
+        rows = self._db.execute(
+            "SELECT a.* FROM push_attempts a JOIN push_outbox o ON o.id = a.notification_id "
+            "JOIN tasks t ON t.id = o.task_id WHERE a.at >= ? AND t.agent_id = ? "
+            "ORDER BY a.at DESC, a.notification_id DESC, a.attempt DESC LIMIT ?", (since, agent_id, limit)).fetchall()
+        return [DeliveryAttempt(*r) for r in rows]
 
     async def push_log(self, task_id: str) -> tuple[list[Notification], list[DeliveryAttempt]]:
         rows = self._db.execute(f"SELECT {_NOTIFICATION} FROM push_outbox o WHERE o.task_id=? ORDER BY o.id",

@@ -115,6 +115,10 @@ class TaskRecord(msgspec.Struct, gc=False):
     updated_at: float
     created_at: float = 0.0
     parent_task_id: str | None = None
+    # When the first event after the Task itself (seq 2) was committed: set once, by the commit that writes it
+    # (first_event_at); time to first event = first_event_at - created_at. None until then (and for tasks
+    # stored before the column existed).
+    first_event_at: float | None = None
 
 
 @dataclass(slots=True)
@@ -418,6 +422,11 @@ class TaskStore(ABC):
         """A task's notifications (oldest first) and their attempts: its delivery log."""
 
     @abstractmethod
+    async def recent_attempts(self, agent_id: str, since: float, limit: int) -> list[DeliveryAttempt]:
+        """The delivery attempts of `agent_id`'s tasks' notifications made at or after `since`, newest first,
+        at most `limit` (the dashboard's push chart: every replica's attempts on a shared store)."""
+
+    @abstractmethod
     async def get_push_config(self, task_id: str, config_id: str) -> m.TaskPushNotificationConfig | None:
         """One push config, or None."""
 
@@ -534,6 +543,12 @@ def stores_snapshot(commit: Commit) -> bool:
     if commit.snapshot_at is None:
         return commit.expected_seq // SNAPSHOT_EVERY != entries[-1].seq // SNAPSHOT_EVERY
     return entries[-1].seq - commit.snapshot_at >= snapshot_interval(commit.snapshot)
+
+
+def first_event_at(commit: Commit) -> float | None:
+    """When this commit writes its task's first event after the Task (seq 2), its time (stored once as the
+    task's `first_event_at`); None for every other commit (no work for the log's later commits)."""
+    return commit.updated_at if commit.expected_seq <= 1 < commit.last_seq else None
 
 
 def check_commit(commit: Commit) -> None:

@@ -56,7 +56,7 @@ from parley.server.http import EventStreamResponse, sse_frame
 from parley.server.loopback import loopback_host
 from parley.server.urls import agent_url, base_url, names_this_server
 from parley.tasks.store import MAX_PAGE_SIZE, TaskQuery, TaskRecord, decode_cursor, encode_cursor
-from parley.web import charts, oidc
+from parley.web import charts, oidc, push_chart
 from parley.web.card_check import check_signature, check_v03, check_v1
 from parley.web.examples import examples
 from parley.web.feed import IDLE, ChangeFeed
@@ -65,6 +65,8 @@ from parley.web.preview import answered, asked
 from parley.web.render import STATIC, environment, pretty_json, state_label
 from parley.web.response_check import method_names
 from parley.web.session import CSRF_HEADER, Session, Sessions, csrf_problem
+from parley.web.state_timeline import state_timeline
+from parley.web.tree_graph import tree_graph
 
 PAGE_SIZE = 25
 SESSION_RECHECK_SECONDS = 5.0  # an open live stream authenticates its login again this often
@@ -391,10 +393,16 @@ class Dashboard:
 
     async def _charts(self, agent_id: str) -> dict[str, Any]:
         """What charts.html draws for one agent (parley.web.charts)."""
-        stats = await charts.agent_stats(self.runtime.store, agent_id, time.time())
+        now = time.time()
+        stats = await charts.agent_stats(self.runtime.store, agent_id, now)
+        pushes = await push_chart.push_stats(self.runtime.store, agent_id, now)
         return {"stats": stats, "bars": charts.bars(stats), "final": charts.FINAL, "width": charts.WIDTH,
                 "height": charts.HEIGHT, "p50": stats.percentile(50), "p95": stats.percentile(95),
-                "max_tasks": charts.MAX_TASKS}
+                "first50": stats.first_event_percentile(50), "first95": stats.first_event_percentile(95),
+                "max_tasks": charts.MAX_TASKS, "pushes": pushes, "outcomes": push_chart.OUTCOMES,
+                "outcome_labels": push_chart.LABELS, "push_bars": charts.stacked_bars(pushes.minutes, push_chart.OUTCOMES),
+                "max_attempts": push_chart.MAX_ATTEMPTS, "first_bars": charts.latency_bars(stats.first_by_minute),
+                "done_bars": charts.latency_bars(stats.durations_by_minute)}
 
     @_admin
     async def chat_page(self, request: Request, viewer: Viewer) -> Response:
@@ -494,7 +502,9 @@ class Dashboard:
             push = push_log_json(task_id, notifications, attempts)["notifications"]
         log = [_log_row(e) for e in entries]
         timeline = [row for row in log if row["state"]]
+        picture = state_timeline(timeline, settled=is_settled(rec.task.status.state), now=time.time())
         return self._page(request, viewer, "task.html", rec=rec, task=rec.task, log=log, timeline=timeline,
+                          picture=picture, graph=tree_graph(tree),
                           more=len(entries) == LOG_LIMIT and rec.seq > LOG_LIMIT, tree=tree, push=push,
                           settled=is_settled(rec.task.status.state), parts=_parts)
 

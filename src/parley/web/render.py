@@ -86,9 +86,15 @@ def when(ts: float | None) -> str:
 
 
 def duration(seconds: float | None) -> str:
-    """1.234 -> `1.2 s`, 75 -> `1 min 15 s`, 4000 -> `1 h 6 min`."""
+    """0.0004 -> `0.4 ms`, 0.0123 -> `12 ms`, 1.234 -> `1.2 s`, 75 -> `1 min 15 s`, 4000 -> `1 h 6 min`."""
     if seconds is None:
         return ""
+    if seconds == 0:
+        return "0 ms"
+    if seconds < 0.01:
+        return f"{seconds * 1000:.1f} ms"
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
     if seconds < 60:
         return f"{seconds:.1f} s"
     minutes, secs = divmod(int(seconds), 60)
