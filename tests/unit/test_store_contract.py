@@ -260,7 +260,9 @@ def test_which_commits_store_their_snapshot() -> None:
 async def stored_snapshot(store: TaskStore, task_id: str) -> tuple[bytes, int | None]:
     """The snapshot bytes a durable store holds for a task, and the seq it lags at (None: it is whole)."""
     if isinstance(store, SqliteTaskStore):
-        row = store._db.execute("SELECT snapshot, snapshot_seq FROM tasks WHERE id=?", (task_id,)).fetchone()
+        row = store._db.execute("SELECT snapshot, snapshot_seq, seq FROM tasks WHERE id=?", (task_id,)).fetchone()
+        tail_end = store._seq(task_id)  # past the row's seq: a tail of artifact updates not in the row yet
+        return bytes(row[0]), row[1] if row[1] is not None or tail_end == row[2] else row[2]
     else:
         row = await store.pool.fetchrow("SELECT snapshot, snapshot_seq FROM tasks WHERE id=$1", task_id)  # type: ignore[attr-defined]
     return bytes(row[0]), row[1]
@@ -934,7 +936,7 @@ async def test_an_older_sqlite_schema_is_migrated(tmp_path: Path) -> None:
     finally:
         await store.close()
     version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
-    assert version == SCHEMA_VERSION == 8
+    assert version == SCHEMA_VERSION == 9
 
 
 async def test_schema_4_gets_the_ascending_owner_index_and_lists_as_before(tmp_path: Path) -> None:
@@ -972,6 +974,23 @@ async def test_schema_4_gets_the_ascending_owner_index_and_lists_as_before(tmp_p
     db.close()
 
 
+def as_schema_8(path: Path) -> None:
+    """Rewrite a closed current database (no tails: closing moved them) in schema 8's layout: no
+    `tasks.tail_after`, no `changes.entries`, the change-feed trigger on UPDATE OF seq."""
+    db = sqlite3.connect(path)
+    db.executescript("""
+        ALTER TABLE tasks DROP COLUMN tail_after;
+        ALTER TABLE changes DROP COLUMN entries;
+        CREATE TRIGGER task_changed AFTER UPDATE OF seq ON tasks BEGIN
+            INSERT INTO changes (task_id, agent_id, owner, seq, state, at)
+            VALUES (NEW.id, NEW.agent_id, NEW.owner, NEW.seq, NEW.state, NEW.updated_at);
+        END;
+        PRAGMA user_version=8;
+    """)
+    db.commit()
+    db.close()
+
+
 def as_schema_7(path: Path) -> None:
     """Rewrite a current database in schema 7's layout: every snapshot whole (the log's artifact updates since
     a lagging one folded in), no `tasks.snapshot_seq`."""
@@ -980,6 +999,7 @@ def as_schema_7(path: Path) -> None:
     from parley.tasks.entry_codec import decode_entries
     from parley.tasks.log import fold
 
+    as_schema_8(path)
     db = sqlite3.connect(path)
     lagging = db.execute("SELECT id, snapshot, snapshot_seq FROM tasks WHERE snapshot_seq IS NOT NULL").fetchall()
     for task_id, snapshot, since in lagging:
@@ -1023,7 +1043,7 @@ async def test_schema_7_gets_lagging_snapshots_and_reads_as_before(tmp_path: Pat
     finally:
         await store.close()
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
     db.close()
 
 
