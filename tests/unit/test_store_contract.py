@@ -1303,3 +1303,119 @@ async def test_a_page_bounded_in_bytes_ends_early_and_paging_goes_on(store: Task
     none = dataclasses.replace(one, at_least_one=False)
     page = await store.list(none)
     assert page.records == [] and page.next_cursor is None  # nothing fits, and nothing to continue from
+
+
+# --- SQLite: a streamed token's commit is one change-feed row (schema 9) --------------------------------------------
+
+
+def wal_pages(path: Path) -> list[int]:
+    """The page number of each frame of a WAL that never started over (a frame: 24-byte header, then the page)."""
+    import struct
+
+    data = Path(str(path) + "-wal").read_bytes()
+    page_size = struct.unpack(">I", data[8:12])[0]
+    return [struct.unpack(">I", data[off:off + 4])[0] for off in range(32, len(data), 24 + page_size)]
+
+
+async def test_a_streamed_tokens_commit_touches_only_the_change_feed(tmp_path: Path) -> None:
+    """Issue 25: a commit of one artifact update writes the change feed's pages and nothing else: not the task row,
+    its ListTasks entry or the log's index (those follow at the task's next other commit). Counted from the WAL's
+    frame headers (the checkpointer held off), each page named by SQLite's dbstat."""
+    path = tmp_path / "t.db"
+    store = SqliteTaskStore(path, wal_checkpoint_seconds=3600.0)
+    try:
+        await put(store, new_task(state=S.WORKING))
+        await advance(store, "t1", chunk(0))
+        written = []
+        for i in range(1, 31):
+            before = len(wal_pages(path))
+            await advance(store, "t1", chunk(i))
+            written.append(wal_pages(path)[before:])
+        db = sqlite3.connect(path)
+        owners = {pgno: name for name, pgno in db.execute("SELECT name, pageno FROM dbstat")}
+        db.close()
+        touched = {owners.get(p, "(free)") for pages in written for p in pages}
+        assert touched <= {"changes", "sqlite_schema"}, touched  # page 1 when the file grows
+        assert sum(map(len, written)) <= 3 * len(written)  # about one page each, a new leaf now and then
+        rec = await store.get("t1")
+        assert rec is not None and rec.seq == 32 and "".join(
+            p.text or "" for p in rec.task.artifacts[0].parts) == "".join(f"w{i} " for i in range(31))
+    finally:
+        await store.close()
+
+
+async def test_a_tail_left_by_a_crash_reads_the_same_after_restart(tmp_path: Path) -> None:
+    """A process killed mid-stream leaves acknowledged artifact updates only as change-feed rows: the next open
+    finds them, moves them into the log, and the task, its log from any point and the feed read as they did
+    (A2A 1.0 section 3.1.3 GetTask, 3.1.6 resubscribe). The "crash" is the database and WAL files copied while
+    the first store is open, as a SIGKILL would leave them."""
+    import shutil
+
+    path = tmp_path / "t.db"
+    store = SqliteTaskStore(path, wal_checkpoint_seconds=3600.0)
+    try:
+        await put(store, new_task(state=S.WORKING))
+        await put(store, new_task("t2", state=S.WORKING))
+        for i in range(SNAPSHOT_EVERY + 9):  # past a snapshot rewrite, then a tail
+            await advance(store, "t1", chunk(i))
+            if i % 3 == 0:
+                await advance(store, "t2", chunk(i, task_id="t2"))
+        live = [await store.get(t) for t in ("t1", "t2")]
+        logs = [await store.events_after(t, since) for t in ("t1", "t2") for since in (0, 5, SNAPSHOT_EVERY + 2)]
+        feed = await store.changes_after(0)
+        assert store._tails, "the test must leave a tail"
+        crashed = tmp_path / "crashed"
+        crashed.mkdir()
+        shutil.copy(path, crashed / "t.db")
+        shutil.copy(str(path) + "-wal", crashed / "t.db-wal")
+    finally:
+        await store.close()
+    again = SqliteTaskStore(crashed / "t.db")
+    try:
+        assert not again._tails  # moved into the log at open
+        assert [await again.get(t) for t in ("t1", "t2")] == live
+        assert [await again.events_after(t, since) for t in ("t1", "t2")
+                for since in (0, 5, SNAPSHOT_EVERY + 2)] == logs
+        assert await again.changes_after(0) == feed  # moving a tail adds no change
+        await advance(again, "t1", chunk(SNAPSHOT_EVERY + 9))  # and the stream goes on after it
+        rec = await again.get("t1")
+        assert rec is not None and rec.seq == live[0].seq + 1  # type: ignore[union-attr]
+    finally:
+        await again.close()
+
+
+async def test_a_refused_token_commit_leaves_the_tail_as_it_was(tmp_path: Path) -> None:
+    """Two writers' token commits in one group write: the stale one is refused (SequenceConflict) and leaves no
+    trace, the other is written; the task reads as after the one that won."""
+    import asyncio
+
+    store = SqliteTaskStore(tmp_path / "t.db")
+    try:
+        await put(store, new_task(state=S.WORKING))
+        await advance(store, "t1", chunk(0))
+        await advance(store, "t1", chunk(1))  # a tail now
+        rec = await store.get("t1")
+        assert rec is not None
+        feed = await store.changes_after(0)
+        mine = Commit(task_id="t1", expected_seq=rec.seq, entries=[Entry(rec.seq + 1, chunk(2))],
+                      snapshot=fold(rec.task, [chunk(2)]), updated_at=3000.0)
+        stale = Commit(task_id="t1", expected_seq=rec.seq - 1, entries=[Entry(rec.seq, chunk(9))],
+                       snapshot=rec.task, updated_at=3001.0)
+        got = await asyncio.gather(store.commit(mine), store.commit(stale), return_exceptions=True)
+        assert got[0] is None and isinstance(got[1], SequenceConflict) and got[1].actual == rec.seq + 1
+        after = await store.get("t1")
+        assert after is not None and after.seq == rec.seq + 1 and after.task == fold(rec.task, [chunk(2)])
+        assert [c.seq for c in await store.changes_after(feed[-1].position)] == [rec.seq + 1]
+    finally:
+        await store.close()
+
+
+async def test_an_artifact_update_moves_its_task_to_the_top_of_list_tasks(store: TaskStore) -> None:
+    """ListTasks is sorted by last update time, newest first (A2A 1.0 section 3.1.4): a chunk of an answer is an
+    update, even where the store keeps it out of the task row for a while (SQLite's tail)."""
+    await put(store, new_task("a", state=S.WORKING), updated=1000.0)
+    await put(store, new_task("b", state=S.WORKING), updated=2000.0)
+    await advance(store, "a", chunk(0, task_id="a"), at=3000.0)
+    await advance(store, "a", chunk(1, task_id="a"), at=3001.0)
+    page = await store.list(query(m.ListTasksRequest()))
+    assert [(r.task.id, r.seq, r.updated_at) for r in page.records] == [("a", 3, 3001.0), ("b", 1, 2000.0)]
