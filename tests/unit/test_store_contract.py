@@ -18,6 +18,7 @@ import pytest
 
 from parley.protocol import models as m
 from parley.tasks.log import Entry, apply, fold
+from parley.tasks.log_packing import unpack_log_row
 from parley.tasks.memory_store import MemoryTaskStore
 from parley.tasks.sqlite_store import SCHEMA_VERSION, SqliteTaskStore
 from parley.tasks.store import (
@@ -1005,7 +1006,7 @@ def as_schema_7(path: Path) -> None:
     for task_id, snapshot, since in lagging:
         later = [e.event for (blob,) in db.execute("SELECT entries FROM entry_batches WHERE task_id=? "
                                                     "ORDER BY last_seq", (task_id,))
-                 for e in decode_entries(blob) if e.seq > since]
+                 for e in decode_entries(unpack_log_row(blob)) if e.seq > since]
         whole = fold(msgspec.json.decode(snapshot, type=m.Task), later)
         db.execute("UPDATE tasks SET snapshot=? WHERE id=?", (msgspec.json.encode(whole), task_id))
     db.executescript("ALTER TABLE tasks DROP COLUMN snapshot_seq; PRAGMA user_version=7;")
@@ -1061,7 +1062,8 @@ def as_schema_6(path: Path) -> None:
 
     for task_id, blob in db.execute("SELECT task_id, entries FROM entry_batches").fetchall():
         db.executemany("INSERT INTO events VALUES (?,?,?,?)",
-                       [(task_id, e.seq, e.kind, msgspec.json.encode(e.event)) for e in decode_entries(blob)])
+                       [(task_id, e.seq, e.kind, msgspec.json.encode(e.event))
+                        for e in decode_entries(unpack_log_row(blob))])
     db.executescript("DROP TABLE entry_batches; PRAGMA user_version=6;")
     db.commit()
     db.close()

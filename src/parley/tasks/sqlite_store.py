@@ -38,6 +38,7 @@ from parley.protocol import models as m
 from parley.protocol.states import TERMINAL
 from parley.tasks.entry_codec import decode_entries, encode_entries, encode_stored
 from parley.tasks.log import Entry, fold
+from parley.tasks.log_packing import elide, pack_log_row, restore, unpack_log_row
 from parley.tasks.store import (
     TERMINAL_SQL,
     TRIM_CHANGES,
@@ -82,8 +83,9 @@ _MESSAGE_IDS = """(
 ) WITHOUT ROWID"""
 # `pos` is the rowid: max + 1 on every insert, so positions only grow as long as the newest row is kept
 # (whatever prunes the feed keeps its last row; AUTOINCREMENT would cost a second write per commit).
-# `entries`: the log entries of a commit of artifact updates only (encode_entries), not in `entry_batches` yet
-# while `seq` is past the task row's (see SqliteTaskStore._append_tail); NULL for the other commits' rows.
+# `entries`: the log entries of a commit of artifact updates only (encode_entries, or relative to the first row
+# of its tail: log_packing.elide), not in `entry_batches` yet while `seq` is past the task row's (see
+# SqliteTaskStore._append_tail); NULL for the other commits' rows.
 _CHANGES = """(
     pos INTEGER PRIMARY KEY,
     task_id TEXT NOT NULL,
@@ -159,6 +161,7 @@ CREATE INDEX IF NOT EXISTS tasks_finished ON tasks (updated_at) WHERE state IN {
 -- `last_seq` the seq of its last entry. Until schema 7 each entry was a row of a WITHOUT ROWID table keyed by
 -- (task_id, seq): an echo task's 7 entries were 7 inserts into its right edge, where SQLite rebalances three
 -- leaves at a time (5 of the 13 pages such a commit wrote). Appending to a rowid table fills its last page.
+-- A row made from a moved tail is deflated (log_packing.pack_log_row).
 CREATE TABLE IF NOT EXISTS entry_batches (
     id INTEGER PRIMARY KEY,
     task_id TEXT NOT NULL,
@@ -275,13 +278,6 @@ def _entries_to_batches(db: sqlite3.Connection) -> None:
     if batch:
         db.execute(insert, (task, batch[-1][0], encode_stored(batch)))
     db.execute("DROP TABLE events")
-
-
-def _joined(batches: list[bytes]) -> bytes:
-    """Several encode_entries arrays as one (their JSON concatenated, nothing decoded)."""
-    if len(batches) == 1:
-        return batches[0]
-    return b"[" + b",".join(b[1:-1] for b in batches) + b"]"
 
 
 def _log_rows(entries: list[Entry]) -> list[tuple[int, bytes]]:
@@ -434,9 +430,10 @@ class SqliteTaskStore(TaskStore):
             "SELECT c.task_id, c.agent_id, c.owner, c.state, t.seq, c.seq, c.at, c.entries "
             "FROM changes c JOIN tasks t ON t.id = c.task_id "
             "WHERE c.pos > ? AND c.entries IS NOT NULL AND c.seq > t.seq ORDER BY c.pos", (start,)).fetchall()
-        for task_id, agent_id, owner, state, base, seq, at, batch in rows:
+        for task_id, agent_id, owner, state, base, seq, at, stored in rows:
             tail = self._tails.get(task_id) or _Tail(agent_id, owner, state, base, base, at, (), 0)
-            self._tails[task_id] = _Tail(agent_id, owner, state, base, seq, at, (*tail.batches, bytes(batch)),
+            batch = restore(bytes(stored), tail.batches[0]) if tail.batches else bytes(stored)
+            self._tails[task_id] = _Tail(agent_id, owner, state, base, seq, at, (*tail.batches, batch),
                                          tail.count + len(decode_entries(batch)))
         if self._tails:
             with db:
@@ -595,7 +592,7 @@ class SqliteTaskStore(TaskStore):
             if c.expected_seq != tail.last_seq:
                 raise SequenceConflict(c.task_id, c.expected_seq, tail.last_seq)
             db.execute("INSERT INTO entry_batches (task_id, last_seq, entries) VALUES (?,?,?)",
-                       (c.task_id, tail.last_seq, _joined(list(tail.batches))))
+                       (c.task_id, tail.last_seq, pack_log_row(list(tail.batches))))
             self._set_tail(c.task_id, None)
             base_seq = tail.base_seq
         if c.record is not None:
@@ -675,8 +672,9 @@ class SqliteTaskStore(TaskStore):
         if c.expected_seq != tail.last_seq:
             raise SequenceConflict(c.task_id, c.expected_seq, tail.last_seq)
         batch = pending.rows[0][1]
+        stored = elide(batch, tail.batches[0]) if tail.batches else batch  # the first stays whole: log_packing
         self._db.execute("INSERT INTO changes (task_id, agent_id, owner, seq, state, at, entries) VALUES (?,?,?,?,?,?,?)",
-                         (c.task_id, tail.agent_id, tail.owner, c.last_seq, tail.state, c.updated_at, batch))
+                         (c.task_id, tail.agent_id, tail.owner, c.last_seq, tail.state, c.updated_at, stored))
         self._set_tail(c.task_id, _Tail(tail.agent_id, tail.owner, tail.state, tail.base_seq, c.last_seq,
                                         c.updated_at, (*tail.batches, batch), tail.count + len(c.entries)))
         return True
@@ -687,7 +685,7 @@ class SqliteTaskStore(TaskStore):
         db = self._db
         for task_id, tail in self._tails.items():
             db.execute("INSERT INTO entry_batches (task_id, last_seq, entries) VALUES (?,?,?)",
-                       (task_id, tail.last_seq, _joined(list(tail.batches))))
+                       (task_id, tail.last_seq, pack_log_row(list(tail.batches))))
             db.execute(f"UPDATE tasks SET seq=?, updated_at=?, snapshot_seq=coalesce(snapshot_seq, ?), "
                        f"tail_after={_FEED_END} WHERE id=? AND seq=?",
                        (tail.last_seq, tail.updated_at, tail.base_seq, task_id, tail.base_seq))
@@ -739,7 +737,7 @@ class SqliteTaskStore(TaskStore):
                 "SELECT entries FROM entry_batches WHERE task_id=? AND last_seq>? ORDER BY last_seq", (task_id, seq))
             try:
                 for (batch,) in rows:
-                    out.extend(e for e in decode_entries(batch) if e.seq > seq)
+                    out.extend(e for e in decode_entries(unpack_log_row(batch)) if e.seq > seq)
                     if limit is not None and len(out) >= limit:
                         return out[:limit]
             finally:
