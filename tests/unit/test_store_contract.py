@@ -1421,3 +1421,48 @@ async def test_an_artifact_update_moves_its_task_to_the_top_of_list_tasks(store:
     await advance(store, "a", chunk(1, task_id="a"), at=3001.0)
     page = await store.list(query(m.ListTasksRequest()))
     assert [(r.task.id, r.seq, r.updated_at) for r in page.records] == [("a", 3, 3001.0), ("b", 1, 2000.0)]
+
+
+async def test_schema_8_opens_reads_the_same_and_streams_into_a_tail(tmp_path: Path) -> None:
+    """Schema 9 adds the tail (`changes.entries`, `tasks.tail_after`) and drops the feed trigger on UPDATE. A
+    schema-8 database with a task mid-answer opens with its task, log and feed reading the same (A2A 1.0 sections
+    3.1.3, 3.1.6); the answer streams on into a tail, and after a restart the task reads whole."""
+    path = tmp_path / "v8.db"
+    store = SqliteTaskStore(path)
+    try:
+        await put(store, new_task(state=S.WORKING))
+        for i in range(SNAPSHOT_EVERY + 3):
+            await advance(store, "t1", chunk(i))
+        before = await store.get("t1")
+        log = await store.events_after("t1", 0)
+    finally:
+        await store.close()
+    as_schema_8(path)
+    db = sqlite3.connect(path)
+    feed = db.execute("SELECT pos, task_id, seq FROM changes ORDER BY pos").fetchall()
+    db.close()
+    store = SqliteTaskStore(path)
+    try:
+        assert await store.get("t1") == before and await store.events_after("t1", 0) == log
+        assert [(c.position, c.task_id, c.seq) for c in await store.changes_after(0)] == feed
+        expected = before.task if before is not None else None
+        for i in range(SNAPSHOT_EVERY + 3, SNAPSHOT_EVERY + 6):
+            expected = fold(expected, [chunk(i)])  # type: ignore[arg-type]
+            await advance(store, "t1", chunk(i))
+        assert store._tails and (await store.get("t1")).task == expected  # type: ignore[union-attr]
+        assert [c.seq for c in (await store.changes_after(feed[-1][0]))] == [SNAPSHOT_EVERY + i for i in (5, 6, 7)]
+    finally:
+        await store.close()
+    store = SqliteTaskStore(path)
+    try:
+        got = await store.get("t1")
+        assert got is not None and got.task == expected and got.seq == SNAPSHOT_EVERY + 7
+        assert [e.seq for e in await store.events_after("t1", 0)] == list(range(1, SNAPSHOT_EVERY + 8))
+        # moving the tail (at close) added no feed row: no trigger on UPDATE OF seq is left
+        assert [c.seq for c in await store.changes_after(feed[-1][0])] == [SNAPSHOT_EVERY + i for i in (5, 6, 7)]
+    finally:
+        await store.close()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+    assert db.execute("SELECT count(*) FROM sqlite_master WHERE name='task_changed'").fetchone()[0] == 0
+    db.close()

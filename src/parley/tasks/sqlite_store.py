@@ -5,7 +5,9 @@ are group-written: every commit queued in one event-loop turn goes into one
 transaction (each in a savepoint, so a refused one is undone alone), run directly on
 the event loop because a local WAL write costs tens of microseconds, less than a
 thread hop; concurrent tasks then share the pages they touch (index leaves, the change
-feed) instead of writing them once each. WAL checkpoints run on a thread of their own
+feed) instead of writing them once each. A commit of artifact updates only (a streamed token)
+is one change-feed row carrying its entries, the task's tail, moved into the log at the task's next other commit
+(`_append_tail`): one B-tree per token instead of five. WAL checkpoints run on a thread of their own
 and keep the WAL bounded (:class:`WalCheckpointer`); while one holds the writer lock the
 writer waits for it off the event loop.
 
