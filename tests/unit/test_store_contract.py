@@ -18,6 +18,7 @@ import pytest
 
 from parley.protocol import models as m
 from parley.tasks.log import Entry, apply, fold
+from parley.tasks.log_packing import unpack_log_row
 from parley.tasks.memory_store import MemoryTaskStore
 from parley.tasks.sqlite_store import SCHEMA_VERSION, SqliteTaskStore
 from parley.tasks.store import (
@@ -260,7 +261,9 @@ def test_which_commits_store_their_snapshot() -> None:
 async def stored_snapshot(store: TaskStore, task_id: str) -> tuple[bytes, int | None]:
     """The snapshot bytes a durable store holds for a task, and the seq it lags at (None: it is whole)."""
     if isinstance(store, SqliteTaskStore):
-        row = store._db.execute("SELECT snapshot, snapshot_seq FROM tasks WHERE id=?", (task_id,)).fetchone()
+        row = store._db.execute("SELECT snapshot, snapshot_seq, seq FROM tasks WHERE id=?", (task_id,)).fetchone()
+        tail_end = store._seq(task_id)  # past the row's seq: a tail of artifact updates not in the row yet
+        return bytes(row[0]), row[1] if row[1] is not None or tail_end == row[2] else row[2]
     else:
         row = await store.pool.fetchrow("SELECT snapshot, snapshot_seq FROM tasks WHERE id=$1", task_id)  # type: ignore[attr-defined]
     return bytes(row[0]), row[1]
@@ -668,6 +671,16 @@ async def test_the_first_event_after_the_task_is_stamped_once(store: TaskStore) 
     assert listed == {"t1": 1000.25, "t2": 1003.5}
 
 
+async def test_a_first_event_that_is_an_artifact_update_is_stamped_too(store: TaskStore) -> None:
+    """An agent that answers with an artifact before any status (seq 2 an artifact update): that commit stamps
+    `first_event_at` as well, though it is a streamed token's commit (SQLite writes those to its tail)."""
+    await put(store, new_task("t1"), created=1000.0)
+    await advance(store, "t1", art("a", "x", task_id="t1"), at=1000.5)
+    await advance(store, "t1", art("a", "y", task_id="t1"), at=1000.75)
+    got = await store.get("t1")
+    assert got is not None and got.first_event_at == 1000.5
+
+
 async def test_recent_attempts_are_the_agents_newest_since_a_time(store: TaskStore) -> None:
     """The delivery attempts of one agent's tasks at or after `since`, newest first, at most `limit`: the
     dashboard's push chart (another agent's attempts and older ones are not among them)."""
@@ -1013,6 +1026,26 @@ async def test_schema_4_gets_the_ascending_owner_index_and_lists_as_before(tmp_p
     db.close()
 
 
+def as_schema_8(path: Path) -> None:
+    """Rewrite a closed current database (no tails: closing moved them) in schema 8's layout: no
+    `tasks.tail_after` nor `tasks.first_event_at`, no `changes.entries`, no push attempts by time, the
+    change-feed trigger on UPDATE OF seq."""
+    db = sqlite3.connect(path)
+    db.executescript("""
+        ALTER TABLE tasks DROP COLUMN tail_after;
+        ALTER TABLE tasks DROP COLUMN first_event_at;
+        DROP INDEX push_attempts_by_at;
+        ALTER TABLE changes DROP COLUMN entries;
+        CREATE TRIGGER task_changed AFTER UPDATE OF seq ON tasks BEGIN
+            INSERT INTO changes (task_id, agent_id, owner, seq, state, at)
+            VALUES (NEW.id, NEW.agent_id, NEW.owner, NEW.seq, NEW.state, NEW.updated_at);
+        END;
+        PRAGMA user_version=8;
+    """)
+    db.commit()
+    db.close()
+
+
 def as_schema_7(path: Path) -> None:
     """Rewrite a current database in schema 7's layout: every snapshot whole (the log's artifact updates since
     a lagging one folded in), no `tasks.snapshot_seq`."""
@@ -1021,16 +1054,16 @@ def as_schema_7(path: Path) -> None:
     from parley.tasks.entry_codec import decode_entries
     from parley.tasks.log import fold
 
+    as_schema_8(path)
     db = sqlite3.connect(path)
     lagging = db.execute("SELECT id, snapshot, snapshot_seq FROM tasks WHERE snapshot_seq IS NOT NULL").fetchall()
     for task_id, snapshot, since in lagging:
         later = [e.event for (blob,) in db.execute("SELECT entries FROM entry_batches WHERE task_id=? "
                                                     "ORDER BY last_seq", (task_id,))
-                 for e in decode_entries(blob) if e.seq > since]
+                 for e in decode_entries(unpack_log_row(blob)) if e.seq > since]
         whole = fold(msgspec.json.decode(snapshot, type=m.Task), later)
         db.execute("UPDATE tasks SET snapshot=? WHERE id=?", (msgspec.json.encode(whole), task_id))
-    db.executescript("ALTER TABLE tasks DROP COLUMN snapshot_seq; ALTER TABLE tasks DROP COLUMN first_event_at; "
-                     "DROP INDEX push_attempts_by_at; PRAGMA user_version=7;")
+    db.executescript("ALTER TABLE tasks DROP COLUMN snapshot_seq; PRAGMA user_version=7;")
     db.commit()
     db.close()
 
@@ -1083,7 +1116,8 @@ def as_schema_6(path: Path) -> None:
 
     for task_id, blob in db.execute("SELECT task_id, entries FROM entry_batches").fetchall():
         db.executemany("INSERT INTO events VALUES (?,?,?,?)",
-                       [(task_id, e.seq, e.kind, msgspec.json.encode(e.event)) for e in decode_entries(blob)])
+                       [(task_id, e.seq, e.kind, msgspec.json.encode(e.event))
+                        for e in decode_entries(unpack_log_row(blob))])
     db.executescript("DROP TABLE entry_batches; PRAGMA user_version=6;")
     db.commit()
     db.close()
@@ -1325,3 +1359,165 @@ async def test_a_page_bounded_in_bytes_ends_early_and_paging_goes_on(store: Task
     none = dataclasses.replace(one, at_least_one=False)
     page = await store.list(none)
     assert page.records == [] and page.next_cursor is None  # nothing fits, and nothing to continue from
+
+
+# --- SQLite: a streamed token's commit is one change-feed row (schema 9) --------------------------------------------
+
+
+def wal_pages(path: Path) -> list[int]:
+    """The page number of each frame of a WAL that never started over (a frame: 24-byte header, then the page)."""
+    import struct
+
+    data = Path(str(path) + "-wal").read_bytes()
+    page_size = struct.unpack(">I", data[8:12])[0]
+    return [struct.unpack(">I", data[off:off + 4])[0] for off in range(32, len(data), 24 + page_size)]
+
+
+async def test_a_streamed_tokens_commit_touches_only_the_change_feed(tmp_path: Path) -> None:
+    """Issue 25: a commit of one artifact update writes the change feed's pages and nothing else: not the task row,
+    its ListTasks entry or the log's index (those follow at the task's next other commit). Counted from the WAL's
+    frame headers (the checkpointer held off), each page named by SQLite's dbstat."""
+    path = tmp_path / "t.db"
+    store = SqliteTaskStore(path, wal_checkpoint_seconds=3600.0)
+    try:
+        await put(store, new_task(state=S.WORKING))
+        await advance(store, "t1", chunk(0))
+        written = []
+        for i in range(1, 31):
+            before = len(wal_pages(path))
+            await advance(store, "t1", chunk(i))
+            written.append(wal_pages(path)[before:])
+        db = sqlite3.connect(path)
+        owners = {pgno: name for name, pgno in db.execute("SELECT name, pageno FROM dbstat")}
+        db.close()
+        touched = {owners.get(p, "(free)") for pages in written for p in pages}
+        assert touched <= {"changes", "sqlite_schema"}, touched  # page 1 when the file grows
+        assert sum(map(len, written)) <= 3 * len(written)  # about one page each, a new leaf now and then
+        rec = await store.get("t1")
+        assert rec is not None and rec.seq == 32 and "".join(
+            p.text or "" for p in rec.task.artifacts[0].parts) == "".join(f"w{i} " for i in range(31))
+    finally:
+        await store.close()
+
+
+async def test_a_tail_left_by_a_crash_reads_the_same_after_restart(tmp_path: Path) -> None:
+    """A process killed mid-stream leaves acknowledged artifact updates only as change-feed rows: the next open
+    finds them, moves them into the log, and the task, its log from any point and the feed read as they did
+    (A2A 1.0 section 3.1.3 GetTask, 3.1.6 resubscribe). The "crash" is the database and WAL files copied while
+    the first store is open, as a SIGKILL would leave them."""
+    import shutil
+
+    path = tmp_path / "t.db"
+    store = SqliteTaskStore(path, wal_checkpoint_seconds=3600.0)
+    try:
+        await put(store, new_task(state=S.WORKING))
+        await put(store, new_task("t2", state=S.WORKING))
+        for i in range(SNAPSHOT_EVERY + 9):  # past a snapshot rewrite, then a tail
+            await advance(store, "t1", chunk(i))
+            if i % 3 == 0:
+                await advance(store, "t2", chunk(i, task_id="t2"))
+        live = [await store.get(t) for t in ("t1", "t2")]
+        logs = [await store.events_after(t, since) for t in ("t1", "t2") for since in (0, 5, SNAPSHOT_EVERY + 2)]
+        feed = await store.changes_after(0)
+        assert store._tails, "the test must leave a tail"
+        crashed = tmp_path / "crashed"
+        crashed.mkdir()
+        shutil.copy(path, crashed / "t.db")
+        shutil.copy(str(path) + "-wal", crashed / "t.db-wal")
+    finally:
+        await store.close()
+    again = SqliteTaskStore(crashed / "t.db")
+    try:
+        assert not again._tails  # moved into the log at open
+        assert [await again.get(t) for t in ("t1", "t2")] == live
+        assert [await again.events_after(t, since) for t in ("t1", "t2")
+                for since in (0, 5, SNAPSHOT_EVERY + 2)] == logs
+        assert await again.changes_after(0) == feed  # moving a tail adds no change
+        await advance(again, "t1", chunk(SNAPSHOT_EVERY + 9))  # and the stream goes on after it
+        rec = await again.get("t1")
+        assert rec is not None and rec.seq == live[0].seq + 1  # type: ignore[union-attr]
+    finally:
+        await again.close()
+
+
+async def test_a_refused_token_commit_leaves_the_tail_as_it_was(tmp_path: Path) -> None:
+    """Two writers' token commits in one group write: the stale one is refused (SequenceConflict) and leaves no
+    trace, the other is written; the task reads as after the one that won."""
+    import asyncio
+
+    store = SqliteTaskStore(tmp_path / "t.db")
+    try:
+        await put(store, new_task(state=S.WORKING))
+        await advance(store, "t1", chunk(0))
+        await advance(store, "t1", chunk(1))  # a tail now
+        rec = await store.get("t1")
+        assert rec is not None
+        feed = await store.changes_after(0)
+        mine = Commit(task_id="t1", expected_seq=rec.seq, entries=[Entry(rec.seq + 1, chunk(2))],
+                      snapshot=fold(rec.task, [chunk(2)]), updated_at=3000.0)
+        stale = Commit(task_id="t1", expected_seq=rec.seq - 1, entries=[Entry(rec.seq, chunk(9))],
+                       snapshot=rec.task, updated_at=3001.0)
+        got = await asyncio.gather(store.commit(mine), store.commit(stale), return_exceptions=True)
+        assert got[0] is None and isinstance(got[1], SequenceConflict) and got[1].actual == rec.seq + 1
+        after = await store.get("t1")
+        assert after is not None and after.seq == rec.seq + 1 and after.task == fold(rec.task, [chunk(2)])
+        assert [c.seq for c in await store.changes_after(feed[-1].position)] == [rec.seq + 1]
+    finally:
+        await store.close()
+
+
+async def test_an_artifact_update_moves_its_task_to_the_top_of_list_tasks(store: TaskStore) -> None:
+    """ListTasks is sorted by last update time, newest first (A2A 1.0 section 3.1.4): a chunk of an answer is an
+    update, even where the store keeps it out of the task row for a while (SQLite's tail)."""
+    await put(store, new_task("a", state=S.WORKING), updated=1000.0)
+    await put(store, new_task("b", state=S.WORKING), updated=2000.0)
+    await advance(store, "a", chunk(0, task_id="a"), at=3000.0)
+    await advance(store, "a", chunk(1, task_id="a"), at=3001.0)
+    page = await store.list(query(m.ListTasksRequest()))
+    assert [(r.task.id, r.seq, r.updated_at) for r in page.records] == [("a", 3, 3001.0), ("b", 1, 2000.0)]
+
+
+async def test_schema_8_opens_reads_the_same_and_streams_into_a_tail(tmp_path: Path) -> None:
+    """Schema 9 adds the tail (`changes.entries`, `tasks.tail_after`) and drops the feed trigger on UPDATE. A
+    schema-8 database with a task mid-answer opens with its task, log and feed reading the same (A2A 1.0 sections
+    3.1.3, 3.1.6); the answer streams on into a tail, and after a restart the task reads whole."""
+    path = tmp_path / "v8.db"
+    store = SqliteTaskStore(path)
+    try:
+        await put(store, new_task(state=S.WORKING))
+        for i in range(SNAPSHOT_EVERY + 3):
+            await advance(store, "t1", chunk(i))
+        before = await store.get("t1")
+        log = await store.events_after("t1", 0)
+    finally:
+        await store.close()
+    as_schema_8(path)
+    db = sqlite3.connect(path)
+    feed = db.execute("SELECT pos, task_id, seq FROM changes ORDER BY pos").fetchall()
+    db.close()
+    store = SqliteTaskStore(path)
+    try:
+        before = msgspec.structs.replace(before, first_event_at=None)  # not kept before schema 9
+        assert await store.get("t1") == before and await store.events_after("t1", 0) == log
+        assert [(c.position, c.task_id, c.seq) for c in await store.changes_after(0)] == feed
+        expected = before.task if before is not None else None
+        for i in range(SNAPSHOT_EVERY + 3, SNAPSHOT_EVERY + 6):
+            expected = fold(expected, [chunk(i)])  # type: ignore[arg-type]
+            await advance(store, "t1", chunk(i))
+        assert store._tails and (await store.get("t1")).task == expected  # type: ignore[union-attr]
+        assert [c.seq for c in (await store.changes_after(feed[-1][0]))] == [SNAPSHOT_EVERY + i for i in (5, 6, 7)]
+    finally:
+        await store.close()
+    store = SqliteTaskStore(path)
+    try:
+        got = await store.get("t1")
+        assert got is not None and got.task == expected and got.seq == SNAPSHOT_EVERY + 7
+        assert [e.seq for e in await store.events_after("t1", 0)] == list(range(1, SNAPSHOT_EVERY + 8))
+        # moving the tail (at close) added no feed row: no trigger on UPDATE OF seq is left
+        assert [c.seq for c in await store.changes_after(feed[-1][0])] == [SNAPSHOT_EVERY + i for i in (5, 6, 7)]
+    finally:
+        await store.close()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+    assert db.execute("SELECT count(*) FROM sqlite_master WHERE name='task_changed'").fetchone()[0] == 0
+    db.close()

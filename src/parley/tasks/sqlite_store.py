@@ -5,7 +5,9 @@ are group-written: every commit queued in one event-loop turn goes into one
 transaction (each in a savepoint, so a refused one is undone alone), run directly on
 the event loop because a local WAL write costs tens of microseconds, less than a
 thread hop; concurrent tasks then share the pages they touch (index leaves, the change
-feed) instead of writing them once each. WAL checkpoints run on a thread of their own
+feed) instead of writing them once each. A commit of artifact updates only (a streamed token)
+is one change-feed row carrying its entries, the task's tail, moved into the log at the task's next other commit
+(`_append_tail`): one B-tree per token instead of five. WAL checkpoints run on a thread of their own
 and keep the WAL bounded (:class:`WalCheckpointer`); while one holds the writer lock the
 writer waits for it off the event loop.
 
@@ -35,8 +37,10 @@ import msgspec
 
 from parley.private_files import prepare_private_file
 from parley.protocol import models as m
+from parley.protocol.states import TERMINAL
 from parley.tasks.entry_codec import decode_entries, encode_entries, encode_stored
 from parley.tasks.log import Entry, fold
+from parley.tasks.log_packing import elide, pack_log_row, restore, unpack_log_row
 from parley.tasks.store import (
     TERMINAL_SQL,
     TRIM_CHANGES,
@@ -67,7 +71,10 @@ from parley.tasks.store import (
 # the commit itself (_ENQUEUE), only for tasks with webhooks, not by a trigger on every event row; 7: a commit's
 # entries are one row of `entry_batches` (a rowid table: a new row goes to its end), not one `events` row each;
 # 8: `tasks.snapshot_seq`, a commit of artifact updates only does not rewrite the snapshot (store.SNAPSHOT_EVERY);
-# 9: `tasks.first_event_at` (time to first event, set once: store.first_event_at) and push attempts by time
+# 9: `tasks.first_event_at` (time to first event, set once: store.first_event_at) and push attempts by time;
+# a commit of artifact updates only is one `changes` row carrying its entries (`changes.entries`), moved to the
+# log at the task's next other commit (`tasks.tail_after`; the change-feed row of other commits is written by
+# the commit, no longer by a trigger on UPDATE)
 SCHEMA_VERSION = 9
 _UNFINISHED_SQL = f"('{m.TaskState.SUBMITTED.value}', '{m.TaskState.WORKING.value}')"  # what recovery takes over
 _MESSAGE_IDS = """(
@@ -80,6 +87,9 @@ _MESSAGE_IDS = """(
 ) WITHOUT ROWID"""
 # `pos` is the rowid: max + 1 on every insert, so positions only grow as long as the newest row is kept
 # (whatever prunes the feed keeps its last row; AUTOINCREMENT would cost a second write per commit).
+# `entries`: the log entries of a commit of artifact updates only (encode_entries, or relative to the first row
+# of its tail: log_packing.elide), not in `entry_batches` yet while `seq` is past the task row's (see
+# SqliteTaskStore._append_tail); NULL for the other commits' rows.
 _CHANGES = """(
     pos INTEGER PRIMARY KEY,
     task_id TEXT NOT NULL,
@@ -87,7 +97,8 @@ _CHANGES = """(
     owner TEXT NOT NULL,
     seq INTEGER NOT NULL,
     state TEXT NOT NULL,
-    at REAL NOT NULL
+    at REAL NOT NULL,
+    entries BLOB
 )"""
 # Schema 3: push notifications. The outbox is filled in the transaction of the commit that appends the
 # entry (_ENQUEUE); the dispatcher (parley.push.dispatcher) drains it.
@@ -125,7 +136,8 @@ _NOW = "((julianday('now') - 2440587.5) * 86400.0)"  # seconds since the epoch, 
 SCHEMA = f"""
 -- `snapshot_seq` NULL: `snapshot` is the task at `seq`. Else it is the task at `snapshot_seq`, and the entries
 -- after it are artifact updates that readers fold in (store.stores_snapshot: a commit of artifact updates only
--- leaves the snapshot be).
+-- leaves the snapshot be). `tail_after`: the change feed's last position when `seq` was last written, the rows
+-- after it that carry entries past `seq` are the task's tail (SqliteTaskStore._append_tail), found again at open.
 CREATE TABLE IF NOT EXISTS tasks (
     id TEXT PRIMARY KEY,
     agent_id TEXT NOT NULL,
@@ -141,7 +153,8 @@ CREATE TABLE IF NOT EXISTS tasks (
     lease_holder TEXT,
     lease_expires REAL,
     snapshot_seq INTEGER,
-    first_event_at REAL
+    first_event_at REAL,
+    tail_after INTEGER
 );
 -- Ascending, read backwards by ListTasks (newest update first): a commit's new entry goes to the right edge
 -- of its (agent, owner) range, one page, where descending order inserted at the left edge and split pages
@@ -154,6 +167,7 @@ CREATE INDEX IF NOT EXISTS tasks_finished ON tasks (updated_at) WHERE state IN {
 -- `last_seq` the seq of its last entry. Until schema 7 each entry was a row of a WITHOUT ROWID table keyed by
 -- (task_id, seq): an echo task's 7 entries were 7 inserts into its right edge, where SQLite rebalances three
 -- leaves at a time (5 of the 13 pages such a commit wrote). Appending to a rowid table fills its last page.
+-- A row made from a moved tail is deflated (log_packing.pack_log_row).
 CREATE TABLE IF NOT EXISTS entry_batches (
     id INTEGER PRIMARY KEY,
     task_id TEXT NOT NULL,
@@ -188,18 +202,19 @@ CREATE TABLE IF NOT EXISTS push_configs (
 CREATE TABLE IF NOT EXISTS changes {_CHANGES};
 {_PUSH_OUTBOX}
 """
-# Every commit writes the task row (INSERT or an UPDATE that sets seq): the change feed follows from it,
-# in the same transaction, without a statement of its own. Trigger bodies hold ';': run whole.
+# A creating commit's change-feed row follows from its INSERT, without a statement of its own. (Until schema 9 a
+# trigger on UPDATE OF seq wrote the other commits' rows; moving a tail into the log must not add one, so a commit
+# writes it itself: _CHANGED.) Trigger bodies hold ';': run whole.
 TRIGGERS = [
     """CREATE TRIGGER IF NOT EXISTS task_created AFTER INSERT ON tasks BEGIN
         INSERT INTO changes (task_id, agent_id, owner, seq, state, at)
         VALUES (NEW.id, NEW.agent_id, NEW.owner, NEW.seq, NEW.state, NEW.updated_at);
     END""",
-    """CREATE TRIGGER IF NOT EXISTS task_changed AFTER UPDATE OF seq ON tasks BEGIN
-        INSERT INTO changes (task_id, agent_id, owner, seq, state, at)
-        VALUES (NEW.id, NEW.agent_id, NEW.owner, NEW.seq, NEW.state, NEW.updated_at);
-    END""",
 ]
+_CHANGED = ("INSERT INTO changes (task_id, agent_id, owner, seq, state, at) "
+            "SELECT id, agent_id, owner, seq, state, updated_at FROM tasks WHERE id=?")
+_FEED_END = "(SELECT coalesce(max(pos), 0) FROM changes)"  # what `tasks.tail_after` is set to
+_TERMINAL_VALUES = frozenset(s.value for s in TERMINAL)
 
 # A notification for each webhook of the task (enabled, and asking for artifacts if the entry is one) for one
 # status or artifact entry: run by the commit that appends the entry, for tasks that have webhooks (`_pushed`;
@@ -277,6 +292,16 @@ def _log_rows(entries: list[Entry]) -> list[tuple[int, bytes]]:
             for chunk in (entries[i:i + ROW_ENTRIES] for i in range(0, len(entries), ROW_ENTRIES))]
 
 
+def _tail_only(commit: Commit) -> bool:
+    """Whether `commit` is entries and nothing else (no task to create, message key, checkpoint, link, lease or push
+    config), past the task's first event (the commit writing seq 2 stamps `first_event_at` on the task row): a
+    streamed token's commit, which may go to a tail (SqliteTaskStore._append_tail)."""
+    c = commit
+    return (bool(c.entries) and c.expected_seq > 1 and c.record is None and c.message is None and c.checkpoint is None
+            and not c.drop_checkpoint and not c.links and c.lease is None and not c.release_lease
+            and not c.push_configs)
+
+
 def _skipping(owners: Collection[str]) -> tuple[str, tuple[str, ...]]:
     """The outbox condition (and its arguments) leaving out the tasks of `owners`."""
     if not owners:
@@ -289,6 +314,21 @@ def _skipping(owners: Collection[str]) -> tuple[str, tuple[str, ...]]:
 def _push_row(p: StoredPushConfig) -> tuple:
     c = p.config
     return (c.task_id, c.id, _enc.encode(c), p.version, int(p.artifacts), p.created_at, p.disabled_at)
+
+
+@dataclass(frozen=True, slots=True)
+class _Tail:
+    """A task's commits of artifact updates only that are change-feed rows and not in its log yet (replaced, never
+    changed in place, so that undoing a refused commit puts the previous one back)."""
+
+    agent_id: str
+    owner: str
+    state: str
+    base_seq: int  # the task row's seq: the tail's entries follow it
+    last_seq: int
+    updated_at: float
+    batches: tuple[bytes, ...]  # each commit's entries (encode_entries), in order
+    count: int  # entries in all
 
 
 @dataclass(slots=True)
@@ -314,6 +354,9 @@ class SqliteTaskStore(TaskStore):
         self._queue: list[_Pending] = []  # commits for the next group write
         self._loop: asyncio.AbstractEventLoop | None = None  # the writer's: where the checkpointer resumes it
         self._gate = threading.Lock()  # the checkpointer's (WalCheckpointer.gate) once it runs
+        # Each task's unmoved tail (_append_tail): authoritative with the file, found again when it is opened.
+        self._tails: dict[str, _Tail] = {}
+        self._undo: list[tuple[str, _Tail | None]] = []  # (task, its tail before) for the group write under way
         if self.path != ":memory:":
             prepare_private_file(self.path)  # secrets live in it: 0600, in a 0700 directory made here
             self._lock = ProcessLock.acquire(self.path)
@@ -324,6 +367,7 @@ class SqliteTaskStore(TaskStore):
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=5000")
             self._migrate()
+            self._recover_tails()
             # tasks with push configs (one process per file: this set is exact, or larger after a delete)
             self._pushed = {row[0] for row in self._db.execute("SELECT DISTINCT task_id FROM push_configs")}
         except BaseException:
@@ -365,8 +409,12 @@ class SqliteTaskStore(TaskStore):
                 db.execute("DROP TRIGGER IF EXISTS push_enqueue")  # commits fill the outbox themselves now
             if has_tasks and version < 8:  # every stored snapshot so far is complete: NULL says so
                 db.execute("ALTER TABLE tasks ADD COLUMN snapshot_seq INTEGER")
-            if has_tasks and version < 9:  # tasks stored before have no time to first event: NULL
+            if has_tasks and version < 9:  # first_event_at: tasks stored before have none (NULL); the tail
                 db.execute("ALTER TABLE tasks ADD COLUMN first_event_at REAL")
+                db.execute("ALTER TABLE tasks ADD COLUMN tail_after INTEGER")
+                if db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='changes'").fetchone():
+                    db.execute("ALTER TABLE changes ADD COLUMN entries BLOB")
+                db.execute("DROP TRIGGER IF EXISTS task_changed")  # commits write their change rows (_CHANGED)
             if has_tasks and version < SCHEMA_VERSION:
                 log.warning("migrated the task database %s to schema %d", self.path, SCHEMA_VERSION)
             for statement in [*SCHEMA.split(";"), *TRIGGERS]:
@@ -374,11 +422,41 @@ class SqliteTaskStore(TaskStore):
                     db.execute(statement)
             if has_tasks and version < 7:
                 _entries_to_batches(db)
+            if has_tasks and version < 9:  # no tails yet: none before the feed's end
+                db.execute(f"UPDATE tasks SET tail_after={_FEED_END} WHERE state NOT IN {TERMINAL_SQL}")
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def _recover_tails(self) -> None:
+        """Find the tails left in the file (the process ended before they were moved: a crash) and move them
+        into the log, so that the store opens with none."""
+        db = self._db
+        start = db.execute(f"SELECT min(coalesce(tail_after, 0)) FROM tasks WHERE state NOT IN {TERMINAL_SQL}")
+        start = start.fetchone()[0]
+        if start is None:
+            return
+        rows = db.execute(
+            "SELECT c.task_id, c.agent_id, c.owner, c.state, t.seq, c.seq, c.at, c.entries "
+            "FROM changes c JOIN tasks t ON t.id = c.task_id "
+            "WHERE c.pos > ? AND c.entries IS NOT NULL AND c.seq > t.seq ORDER BY c.pos", (start,)).fetchall()
+        for task_id, agent_id, owner, state, base, seq, at, stored in rows:
+            tail = self._tails.get(task_id) or _Tail(agent_id, owner, state, base, base, at, (), 0)
+            batch = restore(bytes(stored), tail.batches[0]) if tail.batches else bytes(stored)
+            self._tails[task_id] = _Tail(agent_id, owner, state, base, seq, at, (*tail.batches, batch),
+                                         tail.count + len(decode_entries(batch)))
+        if self._tails:
+            with db:
+                db.execute("BEGIN IMMEDIATE")
+                self._move_tails()
+            log.info("moved the unfinished tails of %d task(s) into their logs", len(self._tails))
+            self._tails.clear()
 
     def _record(self, row: tuple) -> TaskRecord:
         agent_id, owner, snapshot, seq, created, updated, parent, snapshot_seq, first_event = row
         task = _task_dec.decode(snapshot)
+        tail = self._tails.get(task.id) if self._tails else None
+        if tail is not None:  # the artifact updates of its tail: folded in as those after a lagging snapshot
+            snapshot_seq = seq if snapshot_seq is None else snapshot_seq
+            seq, updated = tail.last_seq, tail.updated_at
         if snapshot_seq is not None and snapshot_seq < seq:  # the artifact updates since: folded in
             task = fold(task, [e.event for e in self._entries_after(task.id, snapshot_seq) if e.seq <= seq])
         return TaskRecord(task=task, agent_id=agent_id, owner=owner, seq=seq,
@@ -451,30 +529,53 @@ class SqliteTaskStore(TaskStore):
         self._queue = []
         db = self._db
         outcomes: list[BaseException | None] = []
+        self._undo = []
         try:
             db.execute("BEGIN IMMEDIATE")
             try:
                 if len(batch) == 1:  # alone, it needs no savepoint: a refusal rolls the transaction back
                     outcomes.append(self._try_apply(batch[0]))
+                    if outcomes[0] is not None:
+                        self._undo_tails(0)
                 else:
                     for pending in batch:
                         db.execute("SAVEPOINT one")
+                        mark = len(self._undo)
                         outcomes.append(self._try_apply(pending))
                         if outcomes[-1] is not None:  # this commit alone is undone
                             db.execute("ROLLBACK TO one")
+                            self._undo_tails(mark)
                         db.execute("RELEASE one")
-                # the change-feed rows were written by a trigger on tasks
                 db.execute("ROLLBACK" if len(batch) == 1 and outcomes[0] is not None else "COMMIT")
             except BaseException:
+                self._undo_tails(0)
                 db.execute("ROLLBACK")
                 raise
         except Exception as exc:  # noqa: BLE001 - the database failed: every commit of the batch hears of it
             outcomes = [exc] * len(batch)
+        self._undo = []
         for pending, outcome in zip(batch, outcomes, strict=True):
             if outcome is None:
                 pending.done.set_result(None)
             else:
                 pending.done.set_exception(outcome)
+
+    def _set_tail(self, task_id: str, tail: _Tail | None) -> None:
+        """Replace the task's tail (None: it has none), undoably until the group write commits."""
+        self._undo.append((task_id, self._tails.get(task_id)))
+        if tail is None:
+            del self._tails[task_id]
+        else:
+            self._tails[task_id] = tail
+
+    def _undo_tails(self, mark: int) -> None:
+        """Put back the tails as they were before the undo log's entry `mark` (a commit rolled back)."""
+        while len(self._undo) > mark:
+            task_id, tail = self._undo.pop()
+            if tail is None:
+                self._tails.pop(task_id, None)
+            else:
+                self._tails[task_id] = tail
 
     def _try_apply(self, pending: _Pending) -> SequenceConflict | DuplicateMessage | None:
         """Apply one commit; its refusal, if refused (the caller then undoes what it wrote)."""
@@ -490,12 +591,24 @@ class SqliteTaskStore(TaskStore):
         t = c.snapshot
         snapshot = pending.snapshot
         db = self._db
+        tail = self._tails.get(c.task_id) if self._tails else None
+        if snapshot is None and _tail_only(c) and len(pending.rows) == 1 and c.task_id not in self._pushed \
+                and (tail is None or tail.count + len(c.entries) <= ROW_ENTRIES) and self._append_tail(pending, tail):
+            return
+        base_seq = c.expected_seq  # what the task row's seq must be
+        if tail is not None:  # its entries go to the log before this commit's, the task row catches up below
+            if c.expected_seq != tail.last_seq:
+                raise SequenceConflict(c.task_id, c.expected_seq, tail.last_seq)
+            db.execute("INSERT INTO entry_batches (task_id, last_seq, entries) VALUES (?,?,?)",
+                       (c.task_id, tail.last_seq, pack_log_row(list(tail.batches))))
+            self._set_tail(c.task_id, None)
+            base_seq = tail.base_seq
         if c.record is not None:
             r = c.record
             lease = (c.lease.holder, c.lease.expires_at) if c.lease is not None else (None, None)
             try:
                 db.execute(
-                    "INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,NULL,?)",
+                    f"INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,NULL,?,{_FEED_END})",
                     (t.id, r.agent_id, r.owner, t.context_id, t.status.state.value, t.status.timestamp,
                      snapshot, c.last_seq, r.created_at, c.updated_at, r.parent_task_id, *lease, first_event_at(c)),
                 )
@@ -510,21 +623,22 @@ class SqliteTaskStore(TaskStore):
                 lease_sql, lease_args = "", []
             if snapshot is None:  # artifact updates only: state and snapshot stay, readers fold the log since
                 cur = db.execute(
-                    f"UPDATE tasks SET seq=?, updated_at=?, snapshot_seq=coalesce(snapshot_seq, ?){lease_sql} "
-                    "WHERE id=? AND seq=?",
-                    [c.last_seq, c.updated_at, c.expected_seq, *lease_args, c.task_id, c.expected_seq],
+                    f"UPDATE tasks SET seq=?, updated_at=?, snapshot_seq=coalesce(snapshot_seq, ?), "
+                    f"tail_after={_FEED_END}{lease_sql} WHERE id=? AND seq=?",
+                    [c.last_seq, c.updated_at, base_seq, *lease_args, c.task_id, base_seq],
                 )
             else:
                 cur = db.execute(
-                    f"UPDATE tasks SET state=?, status_ts=?, snapshot=?, snapshot_seq=NULL, seq=?, updated_at=?"
-                    f"{lease_sql} WHERE id=? AND seq=?",
+                    f"UPDATE tasks SET state=?, status_ts=?, snapshot=?, snapshot_seq=NULL, seq=?, updated_at=?, "
+                    f"tail_after={_FEED_END}{lease_sql} WHERE id=? AND seq=?",
                     [t.status.state.value, t.status.timestamp, snapshot, c.last_seq, c.updated_at, *lease_args,
-                     c.task_id, c.expected_seq],
+                     c.task_id, base_seq],
                 )
             if cur.rowcount != 1:
                 raise SequenceConflict(c.task_id, c.expected_seq, self._seq(c.task_id))
             if c.expected_seq == 1:  # the task's first event after the Task: once per task, its row's page is dirty
                 db.execute("UPDATE tasks SET first_event_at=? WHERE id=?", (c.updated_at, c.task_id))
+            db.execute(_CHANGED, (c.task_id,))
         if c.message is not None:
             k = c.message
             cur = db.execute("INSERT INTO message_ids VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING",
@@ -550,7 +664,56 @@ class SqliteTaskStore(TaskStore):
                 [(k.parent_task_id, k.child_url, k.child_task_id, k.agent, k.created_at) for k in c.links],
             )
 
+    def _append_tail(self, pending: _Pending, tail: _Tail | None) -> bool:
+        """Write a commit of artifact updates only as one change-feed row that carries its entries: the only page
+        a streamed token's commit then touches is the feed's last one (the task row, its ListTasks entry and the
+        log's index are written when the tail moves into the log: _apply, _move_tails). The compare-and-set is
+        checked against the tail held here. False: the task cannot take a tail (it is finished); commit it whole."""
+        c = pending.commit
+        if tail is None:
+            row = self._db.execute("SELECT agent_id, owner, state, seq, updated_at FROM tasks WHERE id=?",
+                                   (c.task_id,)).fetchone()
+            if row is None:
+                raise SequenceConflict(c.task_id, c.expected_seq, None)
+            agent_id, owner, state, seq, updated_at = row
+            if state in _TERMINAL_VALUES:
+                return False
+            tail = _Tail(agent_id, owner, state, seq, seq, updated_at, (), 0)
+        if c.expected_seq != tail.last_seq:
+            raise SequenceConflict(c.task_id, c.expected_seq, tail.last_seq)
+        batch = pending.rows[0][1]
+        stored = elide(batch, tail.batches[0]) if tail.batches else batch  # the first stays whole: log_packing
+        self._db.execute("INSERT INTO changes (task_id, agent_id, owner, seq, state, at, entries) VALUES (?,?,?,?,?,?,?)",
+                         (c.task_id, tail.agent_id, tail.owner, c.last_seq, tail.state, c.updated_at, stored))
+        self._set_tail(c.task_id, _Tail(tail.agent_id, tail.owner, tail.state, tail.base_seq, c.last_seq,
+                                        c.updated_at, (*tail.batches, batch), tail.count + len(c.entries)))
+        return True
+
+    def _move_tails(self) -> None:
+        """Move every tail into its task's log, inside the caller's transaction (the caller clears `_tails` once it
+        committed). No change-feed row: the tail's last one already says where the task stands."""
+        db = self._db
+        for task_id, tail in self._tails.items():
+            db.execute("INSERT INTO entry_batches (task_id, last_seq, entries) VALUES (?,?,?)",
+                       (task_id, tail.last_seq, pack_log_row(list(tail.batches))))
+            db.execute(f"UPDATE tasks SET seq=?, updated_at=?, snapshot_seq=coalesce(snapshot_seq, ?), "
+                       f"tail_after={_FEED_END} WHERE id=? AND seq=?",
+                       (tail.last_seq, tail.updated_at, tail.base_seq, task_id, tail.base_seq))
+
+    async def _flush_tails(self) -> None:
+        """Move every tail into its task's log now (before ListTasks orders tasks by their task rows, before
+        retention trims the feed and prunes, at close)."""
+        if not self._tails:
+            return
+        async with self._writing():
+            self._db.execute("BEGIN IMMEDIATE")
+            self._move_tails()
+        self._tails.clear()  # committed (no await since)
+
     def _seq(self, task_id: str) -> int | None:
+        tail = self._tails.get(task_id)
+        if tail is not None:
+            return tail.last_seq
         row = self._db.execute("SELECT seq FROM tasks WHERE id=?", (task_id,)).fetchone()
         return row[0] if row else None
 
@@ -577,19 +740,27 @@ class SqliteTaskStore(TaskStore):
 
     def _entries_after(self, task_id: str, seq: int, limit: int | None = None) -> list[Entry]:
         out: list[Entry] = []
-        # the rows holding entries after `seq`, in order, read one by one: as many as `limit` needs
-        rows = self._db.execute("SELECT entries FROM entry_batches WHERE task_id=? AND last_seq>? ORDER BY last_seq",
-                                (task_id, seq))
-        try:
-            for (batch,) in rows:
+        tail = self._tails.get(task_id) if self._tails else None
+        if tail is None or seq < tail.base_seq:
+            # the rows holding entries after `seq`, in order, read one by one: as many as `limit` needs
+            rows = self._db.execute(
+                "SELECT entries FROM entry_batches WHERE task_id=? AND last_seq>? ORDER BY last_seq", (task_id, seq))
+            try:
+                for (batch,) in rows:
+                    out.extend(e for e in decode_entries(unpack_log_row(batch)) if e.seq > seq)
+                    if limit is not None and len(out) >= limit:
+                        return out[:limit]
+            finally:
+                rows.close()  # a statement left open would hold its read transaction
+        if tail is not None:  # then the tail's, held here
+            for batch in tail.batches:
                 out.extend(e for e in decode_entries(batch) if e.seq > seq)
                 if limit is not None and len(out) >= limit:
                     return out[:limit]
-        finally:
-            rows.close()  # a statement left open would hold its read transaction
         return out
 
     async def list(self, query: TaskQuery) -> TaskPage:
+        await self._flush_tails()  # ListTasks orders by last update (A2A spec 3.1.4): the task rows must say it
         where = ["1=1"]
         args: list = []
         for column, value in (("agent_id", query.agent_id), ("owner", query.owner)):
@@ -699,6 +870,7 @@ class SqliteTaskStore(TaskStore):
             cond += " OR lease_holder != ?"
             args.append(holder)
         cond += ")"
+        await self._flush_tails()
         async with self._writing():
             self._db.execute("BEGIN IMMEDIATE")
             rows = self._db.execute(f"SELECT id, {_RECORD} FROM tasks WHERE {cond}", args).fetchall()
@@ -712,6 +884,7 @@ class SqliteTaskStore(TaskStore):
     # --- retention -------------------------------------------------------------------------------
 
     async def prune(self, retention: Retention, *, now: float, limit: int = 200) -> int:
+        await self._flush_tails()  # the feed rows of a tail are its entries: trimmed only once they are in the log
         # Synchronous from the first read to the commit: no other coroutine writes in between.
         async with self._writing() as db:
             ids = self._prunable(retention, limit)
@@ -837,6 +1010,8 @@ class SqliteTaskStore(TaskStore):
         return notifications, [DeliveryAttempt(*r) for r in attempts]
 
     async def close(self) -> None:
+        with contextlib.suppress(Exception):  # else the next open moves them (_recover_tails)
+            await self._flush_tails()
         if self._checkpointer is not None:
             self._checkpointer.stop()
             self._checkpointer = None

@@ -1,0 +1,65 @@
+"""The SQLite log's packed rows read back byte for byte (parley.tasks.log_packing)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from parley.protocol import models as m
+from parley.tasks.entry_codec import decode_entries, encode_entries
+from parley.tasks.log import Entry
+from parley.tasks.log_packing import elide, pack_log_row, restore, unpack_log_row
+
+
+def token(seq: int, text: str, *, artifact: str = "answer-7d1c") -> bytes:
+    """One streamed token's commit as the store encodes it."""
+    event = m.TaskArtifactUpdateEvent(task_id="task-5f0e2b", context_id="ctx-91aa", append=True,
+                                      artifact=m.Artifact(artifact_id=artifact, parts=[m.Part(text=text)]))
+    return encode_entries([Entry(seq, event)])
+
+
+FIRST = token(2, " w000")
+TEXTS = [" w001", "12:3", '"', ":", ",", "~", "", "x" * 700, "é ü 漢字", "]]", "9" * 40]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+@pytest.mark.parametrize("seq", [3, 10, 12345678])
+def test_a_tail_row_written_relative_to_the_first_reads_back_the_same(seq: int, text: str) -> None:
+    batch = token(seq, text)
+    stored = elide(batch, FIRST)
+    assert restore(stored, FIRST) == batch
+    assert decode_entries(restore(stored, FIRST)) == decode_entries(batch)
+
+
+def test_a_tokens_row_keeps_only_what_is_new_in_it() -> None:
+    """The ids a token repeats are not written again: the point of eliding (issue 25)."""
+    stored = elide(token(3, " w001"), FIRST)
+    assert len(stored) < 40 < len(FIRST) and b"task-5f0e2b" not in stored
+
+
+def test_rows_sharing_little_with_the_first_stay_plain() -> None:
+    other = encode_entries([Entry(3, m.TaskStatusUpdateEvent(task_id="t", context_id="c",
+                                                             status=m.TaskStatus(state=m.TaskState.WORKING)))])
+    assert elide(other, FIRST) == other and restore(other, FIRST) == other
+
+
+def test_several_entries_in_one_row_read_back_the_same() -> None:
+    batch = b"[" + token(3, "a")[1:-1] + b"," + token(4, "b")[1:-1] + b"]"
+    assert restore(elide(batch, FIRST), FIRST) == batch
+
+
+def test_a_moved_tail_is_one_deflated_row_of_every_entry_in_order() -> None:
+    batches = [token(i, f" w{i:03d}") for i in range(2, 66)]
+    row = pack_log_row(batches)
+    plain = b"[" + b",".join(b[1:-1] for b in batches) + b"]"
+    assert len(row) * 10 < len(plain)  # 64 tokens of one answer deflate to a small fraction
+    assert unpack_log_row(row) == plain
+    assert [e.seq for e in decode_entries(unpack_log_row(row))] == list(range(2, 66))
+
+
+def test_short_and_old_rows_stay_plain_json() -> None:
+    """Rows written before schema 9 (plain JSON) read as they are; a short row is not deflated."""
+    one = token(2, "hi")
+    assert pack_log_row([one]) == one and unpack_log_row(one) == one
+    assert json.loads(unpack_log_row(pack_log_row([one, token(3, "ho")])))[1][0] == 3
