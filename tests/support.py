@@ -5,6 +5,7 @@ Import it as `from support import ...` (a unique module name: several folders ha
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import importlib.util
 import os
@@ -299,6 +300,7 @@ def dashboard_login(page, base: str, credential: str) -> None:
 __all__ = [
     "CHROMIUM",
     "CHROMIUM_ARGS",
+    "Gate",
     "LiveServer",
     "PrivateRedis",
     "available",
@@ -307,6 +309,9 @@ __all__ = [
     "closed_by_peer",
     "dashboard_login",
     "free_port",
+    "grpc_error_infos",
+    "grpc_error_reason",
+    "grpc_text_trailers",
     "in_ci",
     "missing_extra",
     "needs",
@@ -343,3 +348,140 @@ def settled_push_log(url: str, task_id: str, wait: float = 30.0) -> dict:
             return log
         assert time.monotonic() < deadline, log
         time.sleep(0.02)
+
+
+# --- a gate: test agents wait, the test opens ---------------------------------------------------------------------
+
+
+class Gate:
+    """A one-shot latch: agents `await gate.wait()` on the server's loop, the test (any thread) calls `open()`; waiters
+    are woken with `call_soon_threadsafe`, so nothing polls or sleeps. `reached` is set once an agent waits (or has
+    waited) here, `opened` once the test opened it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._opened = False
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+        self.reached = threading.Event()
+
+    @property
+    def opened(self) -> bool:
+        return self._opened
+
+    def open(self) -> None:
+        with self._lock:
+            self._opened = True
+            waiters, self._waiters = self._waiters, []
+        for loop, event in waiters:
+            loop.call_soon_threadsafe(event.set)
+
+    async def wait(self, timeout: float | None = None) -> None:
+        """Return once the gate is open; with `timeout`, raise TimeoutError after that many seconds (a safety net
+        for an agent that would otherwise wait for ever when a test fails before it opens the gate)."""
+        event = asyncio.Event()
+        entry = (asyncio.get_running_loop(), event)
+        with self._lock:
+            if self._opened:
+                self.reached.set()
+                return
+            self._waiters.append(entry)
+        self.reached.set()
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        finally:
+            with self._lock:
+                if entry in self._waiters:
+                    self._waiters.remove(entry)
+
+
+# --- gRPC errors as a client sees them ----------------------------------------------------------------------------
+
+
+def grpc_error_infos(error: object) -> list:
+    """The google.rpc.ErrorInfo details a gRPC error carries in its `grpc-status-details-bin` trailer (A2A 1.0
+    section 10.6: the reason travels there), in order; [] without that trailer. `error` is a grpc.RpcError."""
+    from google.rpc import error_details_pb2, status_pb2
+
+    infos = []
+    for key, value in error.trailing_metadata() or ():  # type: ignore[attr-defined]
+        if key == "grpc-status-details-bin":
+            for detail in status_pb2.Status.FromString(value).details:
+                info = error_details_pb2.ErrorInfo()
+                if detail.Unpack(info):
+                    infos.append(info)
+    return infos
+
+
+def grpc_error_reason(error: object) -> str | None:
+    """The reason of the last ErrorInfo of a gRPC error (see :func:`grpc_error_infos`), None without one."""
+    infos = grpc_error_infos(error)
+    return infos[-1].reason if infos else None
+
+
+def grpc_text_trailers(error: object) -> dict[str, str]:
+    """A gRPC error's trailing metadata of text values (the binary `-bin` entries left out)."""
+    return {key: value for key, value in error.trailing_metadata() or () if isinstance(value, str)}  # type: ignore[attr-defined]
+
+
+# --- `parley serve` as a subprocess -------------------------------------------------------------------------------
+
+_PARLEY_SCRIPT = Path(sys.executable).with_name("parley")
+# The `parley` command of this venv (its console script, or the module where the script is not installed).
+PARLEY = [str(_PARLEY_SCRIPT)] if _PARLEY_SCRIPT.exists() else [sys.executable, "-m", "parley.cli"]
+
+
+class ServeProcess:
+    """One `parley serve ARGS` subprocess on 127.0.0.1:`port`; its stdout and stderr go to `cwd`/NAME.log (shown when
+    something fails). Ready once it answers GET /healthz (:meth:`wait_ready`, a bounded poll); stopped with SIGTERM
+    (:meth:`terminate`) or SIGKILL (:meth:`kill`); :meth:`close` always cleans up."""
+
+    def __init__(self, name: str, args: list[str], *, cwd: Path, port: int, env: dict[str, str],
+                 wait: float = 30.0) -> None:
+        self.name = name
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.wait = wait
+        self.log = cwd / f"{name}.log"
+        self._out = self.log.open("w")
+        cmd = [*PARLEY, "serve", *args]
+        self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=self._out, stderr=subprocess.STDOUT)
+
+    def output(self) -> str:
+        """What the process has printed so far."""
+        self._out.flush()
+        return self.log.read_text(errors="replace")
+
+    def wait_ready(self) -> ServeProcess:
+        """Poll /healthz until it answers 200; fail with the output if the process exits or `wait` passes."""
+        deadline = time.monotonic() + self.wait
+        while True:  # bounded polling: /healthz answering is the readiness signal
+            if self.proc.poll() is not None:
+                raise AssertionError(f"parley serve ({self.name}) exited with {self.proc.returncode}:\n{self.output()}")
+            try:
+                if httpx.get(self.url + "/healthz", timeout=2).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"parley serve ({self.name}) did not answer on {self.url}:\n{self.output()}")
+            time.sleep(0.05)
+
+    def terminate(self) -> int:
+        """SIGTERM, and wait for the process to exit; its exit code."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+        return self.proc.wait(self.wait)
+
+    def kill(self) -> None:
+        """SIGKILL: the process dies at once, whatever it was doing."""
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(self.wait)
+
+    def close(self) -> None:
+        """Kill the process if it still runs; close its log."""
+        try:
+            if self.proc.poll() is None:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(self.wait)
+        finally:
+            self._out.close()

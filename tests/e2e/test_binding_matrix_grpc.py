@@ -33,11 +33,12 @@ for _sub in ("grpc", "rest"):
 from grpc_support import free_port
 
 # isort: split
-from rest_support import SLOW_ARTIFACT_ID, SLOW_FIRST, WAIT, Gate, slow_app
+from rest_support import SLOW_ARTIFACT_ID, SLOW_FIRST, WAIT, slow_app
 
 from parley.client import A2AClient, user_message
 from parley.protocol import models as m
 from parley.protocol.operations import Operation
+from support import Gate
 
 S = m.TaskState
 GRPC = "grpc-1.0"

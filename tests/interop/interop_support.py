@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import threading
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -29,6 +28,7 @@ from a2a.utils.constants import TransportProtocol
 from parley.agents.base import ArtifactChunk, RunContext
 from parley.app import Parley, Settings
 from parley.protocol import models as m
+from support import Gate
 
 # Bounded waits: the longest any single step may take before a test fails.
 WAIT = 20.0
@@ -51,44 +51,6 @@ SLOW_ARTIFACT_ID = "slow-output"
 # --- a gate an agent awaits and a test (another thread) opens -----------------
 
 
-class Gate:
-    """A one-shot latch: agents `await gate.wait()`, any thread calls `gate.open()`.
-
-    Waiting agents run on the server's event loop (uvicorn's thread); `open()`
-    wakes them with `call_soon_threadsafe`, so nothing polls or sleeps.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._opened = False
-        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
-
-    @property
-    def opened(self) -> bool:
-        return self._opened
-
-    def open(self) -> None:
-        with self._lock:
-            self._opened = True
-            waiters, self._waiters = self._waiters, []
-        for loop, event in waiters:
-            loop.call_soon_threadsafe(event.set)
-
-    async def wait(self, timeout: float = GATE_TIMEOUT) -> None:
-        event = asyncio.Event()
-        entry = (asyncio.get_running_loop(), event)
-        with self._lock:
-            if self._opened:
-                return
-            self._waiters.append(entry)
-        try:
-            await asyncio.wait_for(event.wait(), timeout)
-        finally:
-            with self._lock:
-                if entry in self._waiters:
-                    self._waiters.remove(entry)
-
-
 def slow_app(gate: Gate, settings: Settings | None = None) -> Parley:
     """A Parley app with `slow` (default) and `release` agents sharing `gate`.
 
@@ -105,7 +67,7 @@ def slow_app(gate: Gate, settings: Settings | None = None) -> Parley:
             append=False,
             last_chunk=False,
         )
-        await gate.wait()
+        await gate.wait(GATE_TIMEOUT)
         yield ArtifactChunk(
             m.Artifact(artifact_id=SLOW_ARTIFACT_ID, name="response", parts=[m.Part(text=SLOW_SECOND)]),
             append=True,

@@ -29,6 +29,7 @@ from parley.agents.base import ArtifactChunk, RunContext
 from parley.agents.builtin import builtin_agents
 from parley.app import Parley, Settings
 from parley.protocol import models as m
+from support import Gate
 
 WAIT = 20.0  # the longest any single step may take before a test fails; never a pacing delay
 TIMEOUT = httpx.Timeout(WAIT)
@@ -164,40 +165,6 @@ def error_reason(resp: httpx.Response) -> str:
 # --- a slow agent a test controls -----------------------------------------------------------
 
 
-class Gate:
-    """A one-shot latch: agents `await gate.wait()`, any thread calls `gate.open()` (no polling)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._opened = False
-        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
-
-    @property
-    def opened(self) -> bool:
-        return self._opened
-
-    def open(self) -> None:
-        with self._lock:
-            self._opened = True
-            waiters, self._waiters = self._waiters, []
-        for loop, event in waiters:
-            loop.call_soon_threadsafe(event.set)
-
-    async def wait(self, timeout: float = 120.0) -> None:
-        event = asyncio.Event()
-        entry = (asyncio.get_running_loop(), event)
-        with self._lock:
-            if self._opened:
-                return
-            self._waiters.append(entry)
-        try:
-            await asyncio.wait_for(event.wait(), timeout)
-        finally:
-            with self._lock:
-                if entry in self._waiters:
-                    self._waiters.remove(entry)
-
-
 def slow_app(gate: Gate | None = None, *, push_notifications: bool = False) -> Parley:
     """`slow` (default): one artifact chunk, then waits for `gate` (or to be canceled); `mirror`; echo; interviewer."""
     gate = gate or Gate()
@@ -211,7 +178,7 @@ def slow_app(gate: Gate | None = None, *, push_notifications: bool = False) -> P
             m.Artifact(artifact_id=SLOW_ARTIFACT_ID, name="response", parts=[m.Part(text=SLOW_FIRST)]),
             append=False, last_chunk=False,
         )
-        await gate.wait()
+        await gate.wait(120.0)  # a safety net: the task fails rather than hang a failed test
         yield ArtifactChunk(
             m.Artifact(artifact_id=SLOW_ARTIFACT_ID, name="response", parts=[m.Part(text=" second chunk")]),
             append=True, last_chunk=True,

@@ -15,13 +15,14 @@ from contextlib import asynccontextmanager
 
 import httpx
 import pytest
-from rest_support import SLOW_ARTIFACT_ID, SLOW_FIRST, WAIT, Gate, slow_app
+from rest_support import SLOW_ARTIFACT_ID, SLOW_FIRST, WAIT, slow_app
 
 from parley.client import A2AClient, user_message
 from parley.client.jsonrpc import JsonRpcTransport
 from parley.client.rest import RestTransport
 from parley.protocol import models as m
 from parley.protocol.operations import Operation
+from support import Gate
 
 S = m.TaskState
 BINDINGS = {

@@ -41,7 +41,9 @@ from a2a.types import (
     TaskState,
     UnsupportedOperationError,
 )
-from rest_support import ECHO_CHUNKS, ECHO_TEXT, SLOW_FIRST, WAIT, Gate, slow_app, uid
+from rest_support import ECHO_CHUNKS, ECHO_TEXT, SLOW_FIRST, WAIT, slow_app, uid
+
+from support import Gate
 
 pytestmark = pytest.mark.interop
 

@@ -36,7 +36,9 @@ from parley.server.access import NO_GRANT, Access, Credentials, Principal
 from parley.server.app import create_app
 from parley.server.pipeline import Call, Pipeline
 from parley.settings import LimitSettings
-from support import LiveServer, free_port, needs
+from support import Gate, LiveServer, free_port, grpc_error_infos, needs
+
+from .secured import Sse
 
 try:  # the gRPC binding needs the parley-a2a[grpc] extra (installed by the dev extra)
     import grpc  # noqa: F401
@@ -435,34 +437,6 @@ async def test_a_stream_dropped_before_its_first_event_frees_its_slot():
 # --- end to end: a live server ----------------------------------------------------------------------------
 
 
-class Gate:
-    """Opened by the test, awaited by an agent on the server's loop; `reached` once an agent waits."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._open = False
-        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = []
-        self.reached = threading.Event()
-
-    def open(self) -> None:
-        with self._lock:
-            self._open = True
-            waiters, self._waiters = self._waiters, []
-        for loop, fut in waiters:
-            loop.call_soon_threadsafe(lambda f=fut: f.done() or f.set_result(None))
-
-    async def wait(self) -> None:
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        with self._lock:
-            if self._open:
-                self.reached.set()
-                return
-            self._waiters.append((loop, fut))
-        self.reached.set()
-        await fut
-
-
 class HeaderAuthenticator:
     """The principal is what `X-Test-User` (gRPC metadata `x-test-user`) says; without it, 401."""
 
@@ -583,35 +557,6 @@ def error_reason(binding: str, resp: httpx.Response) -> tuple[int | None, str | 
     return None, infos[0] if infos else None
 
 
-class Sse:
-    """An SSE response read one JSON event at a time, each read bounded by WAIT."""
-
-    def __init__(self, resp: httpx.Response) -> None:
-        self.resp = resp
-        self.lines = resp.aiter_lines()
-
-    async def next(self) -> dict[str, Any] | None:
-        async def read() -> dict[str, Any] | None:
-            data: list[str] = []
-            async for line in self.lines:
-                if line.startswith("data:"):
-                    data.append(line[5:].strip())
-                elif not line and data:
-                    return json.loads("".join(data))
-            return None
-
-        try:
-            return await asyncio.wait_for(read(), WAIT)
-        except TimeoutError:
-            raise AssertionError(f"no SSE event within {WAIT}s") from None
-
-    async def rest(self) -> list[dict[str, Any]]:
-        out = []
-        while (event := await self.next()) is not None:
-            out.append(event)
-        return out
-
-
 @asynccontextmanager
 async def stream(http: httpx.AsyncClient, url: str, method: str, params: dict[str, Any],
                  user: str) -> AsyncIterator[httpx.Response]:
@@ -675,7 +620,6 @@ async def test_grpc_refuses_with_resource_exhausted_and_shares_the_bucket(live):
     RATE_LIMITED ErrorInfo; the bucket is the principal's on that agent whatever the binding, so JSON-RPC
     is refused too."""
     import grpc.aio
-    from google.rpc import error_details_pb2, status_pb2
 
     from parley.grpc import a2a_pb2_grpc, convert
 
@@ -690,16 +634,7 @@ async def test_grpc_refuses_with_resource_exhausted_and_shares_the_bucket(live):
             await rpc(request, metadata=metadata, timeout=WAIT)
     exc = caught.value
     assert exc.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
-    reasons = []
-    for key, value in exc.trailing_metadata() or ():
-        if key == "grpc-status-details-bin":
-            status = status_pb2.Status()
-            status.ParseFromString(value)
-            for detail in status.details:
-                info = error_details_pb2.ErrorInfo()
-                if detail.Unpack(info):
-                    reasons.append(info.reason)
-    assert reasons == ["RATE_LIMITED"]
+    assert [info.reason for info in grpc_error_infos(exc)] == ["RATE_LIMITED"]
     async with httpx.AsyncClient(timeout=WAIT) as http:
         resp = await jsonrpc(http, srv.url("quick"), "ListTasks", {}, "alice")
     assert resp.status_code == 429 and resp.headers["ratelimit"] == '"default";r=0;t=1'
