@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -300,9 +301,11 @@ def dashboard_login(page, base: str, credential: str) -> None:
 __all__ = [
     "CHROMIUM",
     "CHROMIUM_ARGS",
+    "PARLEY",
     "Gate",
     "LiveServer",
     "PrivateRedis",
+    "ServeProcess",
     "available",
     "chromium_browser",
     "chromium_or_skip",
@@ -316,6 +319,7 @@ __all__ = [
     "missing_extra",
     "needs",
     "raw_exchange",
+    "replay_log",
     "require",
     "rpc",
     "running",
@@ -431,19 +435,20 @@ PARLEY = [str(_PARLEY_SCRIPT)] if _PARLEY_SCRIPT.exists() else [sys.executable, 
 
 
 class ServeProcess:
-    """One `parley serve ARGS` subprocess on 127.0.0.1:`port`; its stdout and stderr go to `cwd`/NAME.log (shown when
-    something fails). Ready once it answers GET /healthz (:meth:`wait_ready`, a bounded poll); stopped with SIGTERM
-    (:meth:`terminate`) or SIGKILL (:meth:`kill`); :meth:`close` always cleans up."""
+    """One `parley serve [--port PORT] --log-level warning ARGS` subprocess (`port`: a free one by default; without
+    `port_flag` ARGS say where it listens); its stdout and stderr go to `cwd`/NAME.log (shown when something fails).
+    Ready once it answers GET /healthz (:meth:`wait_ready`, a bounded poll); stopped with SIGTERM (:meth:`terminate`)
+    or SIGKILL (:meth:`kill`); :meth:`close` always cleans up. `wait` bounds each step (a failure detector only)."""
 
-    def __init__(self, name: str, args: list[str], *, cwd: Path, port: int, env: dict[str, str],
-                 wait: float = 30.0) -> None:
+    def __init__(self, name: str, args: list[str], *, cwd: Path, env: dict[str, str], port: int | None = None,
+                 port_flag: bool = True, wait: float = 30.0) -> None:
         self.name = name
-        self.port = port
-        self.url = f"http://127.0.0.1:{port}"
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
         self.wait = wait
         self.log = cwd / f"{name}.log"
         self._out = self.log.open("w")
-        cmd = [*PARLEY, "serve", *args]
+        cmd = [*PARLEY, "serve", *(["--port", str(self.port)] if port_flag else []), "--log-level", "warning", *args]
         self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=self._out, stderr=subprocess.STDOUT)
 
     def output(self) -> str:
@@ -485,3 +490,25 @@ class ServeProcess:
                 self.proc.wait(self.wait)
         finally:
             self._out.close()
+
+
+def replay_log(agent_url: str, task_id: str, wait: float = 30.0) -> list[tuple[int, dict]]:
+    """A task's whole log as (seq, A2A 1.0 StreamResponse): SubscribeToTask with `Last-Event-ID: 0` over SSE (A2A
+    1.0 section 3.1.6), followed until the server ends the stream (the task is terminal); each event must carry its
+    own `id:` (the seq)."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": task_id}}
+    headers = {"A2A-Version": "1.0", "Last-Event-ID": "0", "Accept": "text/event-stream"}
+    entries: list[tuple[int, dict]] = []
+    seq: int | None = None
+    with httpx.stream("POST", agent_url, json=body, headers=headers, timeout=wait) as resp:
+        assert resp.status_code == 200, resp.read()
+        for line in resp.iter_lines():
+            if line.startswith("id:"):
+                seq = int(line[3:].strip())
+            elif line.startswith("data:"):
+                frame = json.loads(line[5:])
+                assert "result" in frame, frame
+                assert seq is not None, frame
+                entries.append((seq, frame["result"]))
+                seq = None
+    return entries

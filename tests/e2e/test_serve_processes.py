@@ -55,7 +55,8 @@ from parley.client import A2AClient
 from parley.protocol import models as m
 from parley.protocol.states import is_terminal
 from parley.tasks.engine import RESTART_MESSAGE, RESUME_MESSAGE
-from support import PARLEY, ServeProcess, free_port
+from support import PARLEY, free_port
+from support import ServeProcess as Server  # also the `parley serve` process of the other e2e tests
 
 WAIT = 30.0  # upper bound of one observable step (a server start, a task finishing); a failure detector only
 S = m.TaskState
@@ -76,19 +77,18 @@ def other_port(*taken: int) -> int:
     return port
 
 
-Launch = Callable[..., ServeProcess]
+Launch = Callable[..., Server]
 
 
 @pytest.fixture
 def launch(tmp_path: Path) -> Iterator[Launch]:
     """`launch(name, *args, port=None, port_flag=True, cwd=tmp_path, env={})`: a ready `parley serve`."""
-    started: list[ServeProcess] = []
+    started: list[Server] = []
 
     def start(name: str, *args: str, port: int | None = None, port_flag: bool = True, cwd: Path | None = None,
-              env: dict[str, str] | None = None) -> ServeProcess:
-        port = port or free_port()
-        flags = [*(["--port", str(port)] if port_flag else []), "--log-level", "warning", *args]
-        srv = ServeProcess(name, flags, cwd=cwd or tmp_path, port=port, env=server_env(**(env or {})), wait=WAIT)
+              env: dict[str, str] | None = None) -> Server:
+        srv = Server(name, list(args), cwd=cwd or tmp_path, port=port, port_flag=port_flag,
+                     env=server_env(**(env or {})), wait=WAIT)
         started.append(srv)
         return srv.wait_ready()
 

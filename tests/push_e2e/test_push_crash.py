@@ -37,7 +37,7 @@ import pytest
 
 from parley.client.push import PushVerificationError, PushVerifier
 from parley.tasks.engine import RESUME_MESSAGE
-from support import PARLEY, ServeProcess, free_port
+from support import PARLEY, ServeProcess, free_port, replay_log
 
 WAIT = 30.0  # upper bound of one observable step; a failure detector only
 TOKEN = "crash-test-token"
@@ -107,9 +107,7 @@ def parley(tmp_path: Path) -> Iterator[Callable[..., ServeProcess]]:
         config = tmp_path / "parley.toml"
         config.write_text(config_text(artifact_updates=artifact_updates))
         args = ["--config", str(config), "--db", str(tmp_path / "tasks.db"), "--push-allow", "127.0.0.1/32"]
-        port = port or free_port()
-        srv = ServeProcess(name, ["--port", str(port), "--log-level", "warning", *args], cwd=tmp_path, port=port,
-                           env=server_env(), wait=WAIT)
+        srv = ServeProcess(name, args, cwd=tmp_path, port=port, env=server_env(), wait=WAIT)
         started.append(srv)
         return srv.wait_ready()
 
@@ -133,27 +131,6 @@ def send(agent_url: str, text: str, hook_url: str, *, return_immediately: bool) 
     assert resp.status_code == 200, resp.text
     assert "result" in resp.json(), resp.text
     return resp.json()["result"]["task"]
-
-
-def replay_log(agent_url: str, task_id: str) -> list[tuple[int, dict[str, Any]]]:
-    """The task's whole log as (seq, 1.0 StreamResponse): SubscribeToTask with `Last-Event-ID: 0` over SSE,
-    followed until the server ends the stream (the task is terminal)."""
-    body = {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": task_id}}
-    headers = {"A2A-Version": "1.0", "Last-Event-ID": "0", "Accept": "text/event-stream"}
-    entries: list[tuple[int, dict[str, Any]]] = []
-    seq: int | None = None
-    with httpx.stream("POST", agent_url, json=body, headers=headers, timeout=WAIT) as resp:
-        assert resp.status_code == 200, resp.read()
-        for line in resp.iter_lines():
-            if line.startswith("id:"):
-                seq = int(line[3:].strip())
-            elif line.startswith("data:"):
-                frame = json.loads(line[5:])
-                assert "result" in frame, frame
-                assert seq is not None, frame
-                entries.append((seq, frame["result"]))
-                seq = None
-    return entries
 
 
 def notified(log: list[tuple[int, dict[str, Any]]], *, artifacts: bool) -> dict[int, dict[str, Any]]:

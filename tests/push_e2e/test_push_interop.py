@@ -60,7 +60,7 @@ from parley.protocol import models as m
 from parley.protocol.operations import Operation
 from parley.serve import default_app
 from parley.settings import PushSettings, Settings
-from support import LiveServer, free_port
+from support import LiveServer, free_port, replay_log
 
 pytestmark = pytest.mark.interop
 
@@ -90,24 +90,6 @@ def parley(tmp_path: Path) -> Iterator[LiveServer]:
         yield srv
     finally:
         srv.stop()
-
-
-def replay_log(agent_url: str, task_id: str) -> list[tuple[int, dict[str, Any]]]:
-    """The task's log as (seq, A2A 1.0 StreamResponse): SubscribeToTask with `Last-Event-ID: 0` (SSE)."""
-    body = {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": task_id}}
-    headers = {"A2A-Version": "1.0", "Last-Event-ID": "0", "Accept": "text/event-stream"}
-    out: list[tuple[int, dict[str, Any]]] = []
-    seq: int | None = None
-    with httpx.stream("POST", agent_url, json=body, headers=headers, timeout=WAIT) as resp:
-        assert resp.status_code == 200, resp.read()
-        for line in resp.iter_lines():
-            if line.startswith("id:"):
-                seq = int(line[3:].strip())
-            elif line.startswith("data:"):
-                frame = json.loads(line[5:])
-                assert "result" in frame and seq is not None, frame
-                out.append((seq, frame["result"]))
-    return out
 
 
 def due_statuses(log: list[tuple[int, dict[str, Any]]], after_seq: int = 0) -> dict[int, dict[str, Any]]:
@@ -203,7 +185,7 @@ async def test_sdk1_client_webhook_gets_stream_responses(how: str, binding: str,
                                                        context_id=first.context_id))
         assert task.id == first.id and task.status.state == a2a_pb2.TASK_STATE_COMPLETED, task
 
-    log = await asyncio.to_thread(replay_log, agent, task.id)
+    log = await asyncio.to_thread(replay_log, agent, task.id, WAIT)
     registered_after = last_seq_in(log, "TASK_STATE_INPUT_REQUIRED") if how == "create" else registered_after
     due = due_statuses(log, registered_after)
     assert len(due) >= 2 and list(due.values())[-1]["status"]["state"] == "TASK_STATE_COMPLETED", log
@@ -342,7 +324,7 @@ async def test_sdk03_client_webhook_gets_v03_tasks(how: str, parley: LiveServer,
         assert out["get"]["pushNotificationConfig"] == pnc and out["get"]["taskId"] == task["id"], out
         assert "token" not in out["get"]["pushNotificationConfig"], out["get"]
 
-    log = await asyncio.to_thread(replay_log, agent, task["id"])
+    log = await asyncio.to_thread(replay_log, agent, task["id"], WAIT)
     after = last_seq_in(log, "TASK_STATE_INPUT_REQUIRED") if how == "set" else 0
     due = due_statuses(log, after)
     got = await wait_for(hook, lambda got: set(due) <= {r.seq for r in for_task(got, task["id"])},

@@ -28,7 +28,10 @@ import pytest
 from parley.agents.base import ArtifactChunk, RunContext
 from parley.agents.builtin import builtin_agents
 from parley.app import Parley, Settings
+from parley.client import A2AClient, user_message
+from parley.client.jsonrpc import StreamItem
 from parley.protocol import models as m
+from parley.protocol.operations import Operation
 from support import Gate
 
 WAIT = 20.0  # the longest any single step may take before a test fails; never a pacing delay
@@ -424,3 +427,78 @@ def assert_proto(binding: str, data: Any, message: str) -> None:
     else:
         from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb
     ParseDict(data, getattr(pb, message)(), ignore_unknown_fields=False)
+
+
+# --- one task over two bindings (the binding matrices of tests/rest and tests/e2e) ---------------------------------
+
+
+def chunk_text(ev: m.StreamEvent) -> str:
+    """The text of an artifact-update event (anything else fails the test)."""
+    assert isinstance(ev, m.TaskArtifactUpdateEvent), ev
+    return "".join(p.text or "" for p in ev.artifact.parts)
+
+
+async def create_slow_task(creator: A2AClient) -> list[StreamItem]:
+    """Create a task of `slow_app`'s slow agent over `creator`: stream until its first chunk, then hang up (the task
+    keeps running). The items seen: the Task first, the first chunk last."""
+    stream = creator.transport.stream(Operation.STREAM, m.SendMessageRequest(message=user_message("go slowly")))
+    seen = []
+    async with asyncio.timeout(WAIT):
+        async for item in stream:
+            seen.append(item)
+            if isinstance(item.event, m.TaskArtifactUpdateEvent):
+                break
+    await stream.aclose()
+    assert isinstance(seen[0].event, m.Task)
+    assert chunk_text(seen[-1].event) == SLOW_FIRST
+    return seen
+
+
+async def follow_and_cancel_over(reader: A2AClient, creator: A2AClient, seen: list[StreamItem],
+                                 replay_from: str) -> None:
+    """The task `creator` created (`seen`: :func:`create_slow_task`) is the same over `reader` (A2A 1.0 section 3.1:
+    one task, whatever the binding): GetTask shows it working with its first chunk; SubscribeToTask after the event
+    `replay_from` replays the events the creator saw, then follows live; SubscribeToTask without an id starts with
+    the snapshot; CancelTask over `reader` ends both subscriptions with CANCELED; the creator reads the same final
+    task."""
+    task = seen[0].event
+    # Get over `reader`.
+    got = await asyncio.wait_for(reader.get(task.id), WAIT)
+    assert got.id == task.id and got.context_id == task.context_id
+    assert got.status.state is m.TaskState.WORKING
+    assert [x.artifact_id for x in got.artifacts] == [SLOW_ARTIFACT_ID]
+    assert "".join(p.text or "" for p in got.artifacts[0].parts) == SLOW_FIRST
+    assert [msg.text() for msg in got.history] == ["go slowly"]
+
+    # Resubscribe over `reader` after the task's first entry: the same events, then live ones.
+    replay = reader.resubscribe(task.id, last_event_id=replay_from)
+    replayed = []
+    async with asyncio.timeout(WAIT):
+        async for ev in replay:
+            replayed.append(ev)
+            if isinstance(ev, m.TaskArtifactUpdateEvent):
+                break
+    assert [type(ev) for ev in replayed] == [type(item.event) for item in seen[1:]]
+    assert all(ev.task_id == task.id for ev in replayed)
+    assert chunk_text(replayed[-1]) == SLOW_FIRST
+
+    # Resubscribe over `reader` without an id: the snapshot first.
+    resub = reader.resubscribe(task.id)
+    first = await asyncio.wait_for(anext(resub), WAIT)
+    assert isinstance(first, m.Task) and first.id == task.id and first.status.state is m.TaskState.WORKING
+    assert [x.artifact_id for x in first.artifacts] == [SLOW_ARTIFACT_ID]
+
+    # Cancel over `reader`: both open streams see it and close.
+    canceled = await asyncio.wait_for(reader.cancel(task.id), WAIT)
+    assert canceled.id == task.id and canceled.status.state is m.TaskState.CANCELED
+    async with asyncio.timeout(WAIT):
+        rest = [ev async for ev in resub]
+        more = [ev async for ev in replay]
+    assert isinstance(rest[-1], m.TaskStatusUpdateEvent) and rest[-1].status.state is m.TaskState.CANCELED
+    assert isinstance(more[-1], m.TaskStatusUpdateEvent) and more[-1].status.state is m.TaskState.CANCELED
+
+    # And the creator sees the same final task.
+    final = await asyncio.wait_for(creator.get(task.id), WAIT)
+    assert final.status.state is m.TaskState.CANCELED
+    assert [x.artifact_id for x in final.artifacts] == [SLOW_ARTIFACT_ID]
+    assert [msg.text() for msg in final.history] == ["go slowly"]
