@@ -17,17 +17,25 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import httpx
 import pytest
 import uvicorn
 
 from parley.app import Parley
+from parley.protocol import models as m
+from parley.protocol.errors import RateLimitedError
+from parley.protocol.operations import Operation
+from parley.security.ratelimit import Limiter
+from parley.server.access import Access, Credentials, Principal
+from parley.server.pipeline import Call, Pipeline
+from parley.settings import LimitSettings
 
 
 def free_port() -> int:
@@ -512,3 +520,64 @@ def replay_log(agent_url: str, task_id: str, wait: float = 30.0) -> list[tuple[i
                 entries.append((seq, frame["result"]))
                 seq = None
     return entries
+
+
+# --- the rate limiter driven directly (tests/security/test_ratelimit.py, tests/cluster/test_redis_counters.py) -----
+
+
+def access(op: Operation = Operation.GET, agent: str = "echo", request: Any = None) -> Access:
+    """What the limiter is asked about: `op` on `agent` over JSON-RPC."""
+    return Access(agent, op, "JSONRPC", request)
+
+
+def send_request(task_id: str | None = None) -> m.SendMessageRequest:
+    """A fresh SendMessageRequest saying "hi" (to `task_id` if given)."""
+    msg = m.Message(message_id=uuid.uuid4().hex, role=m.Role.USER, parts=[m.Part(text="hi")], task_id=task_id)
+    return m.SendMessageRequest(message=msg)
+
+
+async def refused(limiter: Limiter, acc: Access, who: Principal) -> RateLimitedError:
+    """`limiter.acquire(acc, who)` must raise RateLimitedError; that error."""
+    with pytest.raises(RateLimitedError) as caught:
+        await limiter.acquire(acc, who)
+    return caught.value
+
+
+class EndlessService:
+    """A stand-in for A2AService under a Pipeline: its streams never end by themselves (1, 2, 3, ..., one a loop
+    turn); `fail` makes stream() raise instead."""
+
+    def __init__(self) -> None:
+        self.fail: Exception | None = None
+
+    async def stream(self, ctx: Any, op: Operation, request: Any) -> AsyncIterator[Any]:
+        if self.fail is not None:
+            raise self.fail
+
+        async def events() -> AsyncIterator[Any]:
+            n = 0
+            while True:
+                n += 1
+                yield n
+                await asyncio.sleep(0)
+
+        return events()
+
+    async def call(self, ctx: Any, op: Operation, request: Any) -> Any:
+        return "ok"
+
+
+def stream_pipeline(counters: Any) -> tuple[EndlessService, Callable[[], Awaitable[Any]]]:
+    """A Pipeline with streams_per_principal=1 over `counters` (LocalCounters or RedisCounters) and an
+    EndlessService: (the service, `serve()`, which serves one SendStreamingMessage of alice's to `echo` and returns
+    the pipeline's outcome)."""
+    service = EndlessService()
+    pipeline = Pipeline(service, limiter=Limiter(LimitSettings(streams_per_principal=1), counters=counters))  # type: ignore[arg-type]
+
+    async def serve() -> Any:
+        async def decode() -> Call:
+            return Call("echo", Operation.STREAM, send_request(), "1.0")
+
+        return await pipeline.serve("JSONRPC", Credentials(principal=Principal("alice", kind="token")), decode, "echo")
+
+    return service, serve

@@ -28,15 +28,24 @@ import pytest
 from parley.agents.base import RunContext, Status
 from parley.app import Parley
 from parley.protocol import models as m
-from parley.protocol.errors import A2AError, RateLimitedError, TaskNotFoundError, UnauthenticatedError
+from parley.protocol.errors import RateLimitedError, TaskNotFoundError, UnauthenticatedError
 from parley.protocol.operations import Operation
 from parley.runtime import Runtime
 from parley.security.ratelimit import Limiter, LocalCounters, resolve, streams_key, tasks_key
 from parley.server.access import NO_GRANT, Access, Credentials, Principal
 from parley.server.app import create_app
-from parley.server.pipeline import Call, Pipeline
 from parley.settings import LimitSettings
-from support import Gate, LiveServer, free_port, grpc_error_infos, needs
+from support import (
+    Gate,
+    LiveServer,
+    access,
+    free_port,
+    grpc_error_infos,
+    needs,
+    refused,
+    send_request,
+    stream_pipeline,
+)
 
 from .secured import Sse
 
@@ -89,21 +98,6 @@ def sf_item(value: str) -> tuple[str, dict[str, int]]:
         assert key not in params, f"parameter {key} twice in {value!r}"
         params[key] = int(number)
     return json.loads(found.group(1)), params
-
-
-def access(op: Operation = Operation.GET, agent: str = "echo", request: Any = None) -> Access:
-    return Access(agent, op, "JSONRPC", request)
-
-
-def send_request(task_id: str | None = None) -> m.SendMessageRequest:
-    msg = m.Message(message_id=uuid.uuid4().hex, role=m.Role.USER, parts=[m.Part(text="hi")], task_id=task_id)
-    return m.SendMessageRequest(message=msg)
-
-
-async def refused(limiter: Limiter, acc: Access, who: Principal) -> RateLimitedError:
-    with pytest.raises(RateLimitedError) as caught:
-        await limiter.acquire(acc, who)
-    return caught.value
 
 
 # --- the token bucket -------------------------------------------------------------------------------------
@@ -350,43 +344,6 @@ async def test_in_process_delegations_take_no_token_and_no_stream_slot():
 
 
 # --- through the pipeline: a stream's slot is freed when it ends, however it ends -----------------------------
-
-
-class EndlessService:
-    """A stand-in for A2AService: streams never end by themselves; `fail` makes stream() raise."""
-
-    def __init__(self) -> None:
-        self.fail: A2AError | None = None
-
-    async def stream(self, ctx: Any, op: Operation, request: Any) -> AsyncIterator[Any]:
-        if self.fail is not None:
-            raise self.fail
-
-        async def events() -> AsyncIterator[Any]:
-            n = 0
-            while True:
-                n += 1
-                yield n
-                await asyncio.sleep(0)
-
-        return events()
-
-    async def call(self, ctx: Any, op: Operation, request: Any) -> Any:
-        return "ok"
-
-
-def stream_pipeline(counters: LocalCounters) -> tuple[EndlessService, Callable[[], Any]]:
-    """A pipeline with streams_per_principal=1 over EndlessService; returns it and `serve()` (alice, STREAM)."""
-    service = EndlessService()
-    pipeline = Pipeline(service, limiter=Limiter(LimitSettings(streams_per_principal=1), counters=counters))  # type: ignore[arg-type]
-
-    async def serve() -> Any:
-        async def decode() -> Call:
-            return Call("echo", Operation.STREAM, send_request(), "1.0")
-
-        return await pipeline.serve("JSONRPC", Credentials(principal=ALICE), decode, "echo")
-
-    return service, serve
 
 
 async def test_closing_a_stream_early_frees_its_slot_once():
