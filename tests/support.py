@@ -58,31 +58,49 @@ def closed_by_peer(sock: socket.socket) -> bool:
         sock.setblocking(True)
 
 
-class LiveServer:
-    """A uvicorn server running a Parley app in a background thread."""
+class UvicornThread:
+    """Any ASGI app served by uvicorn on 127.0.0.1:`port` (a free one by default) in a daemon thread; `config` goes
+    to uvicorn.Config. `label` names it in the error of a server that does not start."""
 
-    def __init__(self, app: Parley, port: int | None = None, *, self_url: bool = False) -> None:
-        self.parley = app
+    def __init__(self, asgi: Any, port: int | None = None, *, label: str = "the test server",
+                 **config: Any) -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        if self_url and app.settings.self_url is None:  # agents that delegate in-process reach the server here
-            app.settings.self_url = self.url
-        config = uvicorn.Config(app.asgi(), host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.label = label
+        config = {"log_level": "warning", "lifespan": "on", **config}
+        self.server = uvicorn.Server(uvicorn.Config(asgi, host="127.0.0.1", port=self.port, **config))
+        self.thread = threading.Thread(target=self.server.run, name=label, daemon=True)
 
-    def start(self) -> LiveServer:
+    def start(self, timeout: float = 30) -> UvicornThread:
+        """Start it and wait until uvicorn listens (polled with a deadline: uvicorn offers no event for it)."""
         self.thread.start()
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + timeout
         while not self.server.started:
             if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the Parley test server did not start")
+                self.server.should_exit = True
+                raise RuntimeError(f"{self.label} did not start")
             time.sleep(0.01)
         return self
 
     def stop(self) -> None:
+        """Ask uvicorn to exit (a graceful stop) and wait for its thread."""
         self.server.should_exit = True
         self.thread.join(timeout=20)
+
+
+class LiveServer(UvicornThread):
+    """A uvicorn server running a Parley app in a background thread."""
+
+    def __init__(self, app: Parley, port: int | None = None, *, self_url: bool = False) -> None:
+        self.parley = app
+        port = port or free_port()
+        if self_url and app.settings.self_url is None:  # agents that delegate in-process reach the server here
+            app.settings.self_url = f"http://127.0.0.1:{port}"
+        super().__init__(app.asgi(), port, label="the Parley test server")
+
+    def start(self, timeout: float = 20) -> LiveServer:
+        super().start(timeout)
+        return self
 
 
 @contextmanager
@@ -581,3 +599,109 @@ def stream_pipeline(counters: Any) -> tuple[EndlessService, Callable[[], Awaitab
         return await pipeline.serve("JSONRPC", Credentials(principal=Principal("alice", kind="token")), decode, "echo")
 
     return service, serve
+
+
+# --- what the official a2a-sdk 1.x client sends and returns (tests/interop, tests/rest, tests/grpc) ----------------
+#
+# The a2a-sdk is a dev dependency, imported here only when one of these runs.
+
+
+def sdk_message(text: str, *, task_id: str | None = None, context_id: str | None = None) -> Any:
+    """A user a2a.types.Message of the a2a-sdk 1.x with a fresh messageId (the task and context ids if given)."""
+    from a2a.types import Message, Part, Role
+
+    msg = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)])
+    if task_id:
+        msg.task_id = task_id
+    if context_id:
+        msg.context_id = context_id
+    return msg
+
+
+def sdk_state_name(state: int) -> str:
+    """TASK_STATE_INPUT_REQUIRED -> 'input-required' (the 0.3 spelling, shared with the 0.3 drivers' output)."""
+    from a2a.types import TaskState
+
+    return TaskState.Name(state).removeprefix("TASK_STATE_").lower().replace("_", "-")
+
+
+def sdk_parts_text(parts: Any) -> str:
+    """The text of the text parts of an a2a-sdk 1.x message or artifact."""
+    return "".join(p.text for p in parts if p.WhichOneof("content") == "text")
+
+
+def sdk_artifact_text(task: Any) -> str:
+    """The text of every artifact of an a2a-sdk 1.x Task, in order."""
+    return "".join(sdk_parts_text(a.parts) for a in task.artifacts)
+
+
+def sdk_history_texts(task: Any) -> list[tuple[str, str]]:
+    """An a2a-sdk 1.x Task's history as (user | agent, text)."""
+    from a2a.types import Role
+
+    return [("user" if msg.role == Role.ROLE_USER else "agent", sdk_parts_text(msg.parts)) for msg in task.history]
+
+
+def sdk_summary(ev: Any) -> dict[str, Any]:
+    """One streamed a2a-sdk 1.x StreamResponse as a small dict (the shape of the 0.3 drivers' output)."""
+    kind = ev.WhichOneof("payload")
+    if kind == "task":
+        return {"kind": "task", "taskId": ev.task.id, "contextId": ev.task.context_id,
+                "state": sdk_state_name(ev.task.status.state)}
+    if kind == "status_update":
+        su = ev.status_update
+        out = {"kind": "status", "taskId": su.task_id, "contextId": su.context_id,
+               "state": sdk_state_name(su.status.state)}
+        if su.status.HasField("message"):
+            out["text"] = sdk_parts_text(su.status.message.parts)
+        return out
+    if kind == "artifact_update":
+        au = ev.artifact_update
+        return {"kind": "artifact", "taskId": au.task_id, "contextId": au.context_id,
+                "artifactId": au.artifact.artifact_id, "text": sdk_parts_text(au.artifact.parts),
+                "append": au.append, "lastChunk": au.last_chunk}
+    if kind == "message":
+        return {"kind": "message", "text": sdk_parts_text(ev.message.parts)}
+    return {"kind": str(kind)}
+
+
+async def next_within(stream: AsyncIterator[Any], wait: float) -> Any:
+    """The next item of an async stream, failing after `wait` seconds (awaited in the caller's task)."""
+    async with asyncio.timeout(wait):
+        return await anext(stream)
+
+
+async def drain_within(stream: AsyncIterator[Any], wait: float) -> list[Any]:
+    """Every remaining item of an async stream until it ends, failing after `wait` seconds."""
+    async with asyncio.timeout(wait):
+        return [ev async for ev in stream]
+
+
+def interviewer_question(first: str) -> str:
+    """What the built-in interviewer agent asks after the first answer `first`."""
+    return f"You said {first!r}. Why does that matter to you?"
+
+
+def interviewer_thanks(first: str, second: str) -> str:
+    """What the built-in interviewer agent says at the end, after the answers `first` and `second`."""
+    return f"Thank you. You said {first!r}, and it matters because {second!r}."
+
+
+def sdk13_agent_card(url: str, agent: str, binding: str) -> Any:
+    """The a2a-sdk 1.x AgentCard of a test agent `agent` of an SDK server, at `url` over `binding` ("JSONRPC",
+    "HTTP+JSON"), in A2A 1.0 and 0.3 (the SDK's compat mode), streaming, one skill named after the agent."""
+    from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
+
+    return AgentCard(
+        name=f"sdk13-{binding.lower()}-{agent}",
+        description=f"a2a-sdk 1.3 {binding} test agent {agent!r}",
+        version="1.0.0",
+        supported_interfaces=[
+            AgentInterface(url=url, protocol_binding=binding, protocol_version="1.0"),
+            AgentInterface(url=url, protocol_binding=binding, protocol_version="0.3"),
+        ],
+        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=[AgentSkill(id=agent, name=agent, description=f"the {agent} test agent", tags=["test"])],
+    )

@@ -11,24 +11,21 @@ own virtualenv through `sdk03_driver.py`; see `test_interop_sdk03.py`.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 import httpx
 from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
-from a2a.types import AgentCard, Message, Part, Role, StreamResponse, Task, TaskState
+from a2a.types import AgentCard, StreamResponse
 from a2a.utils.constants import TransportProtocol
 
 from parley.agents.base import ArtifactChunk, RunContext
 from parley.app import Parley, Settings
 from parley.protocol import models as m
-from support import Gate
+from support import Gate, drain_within, next_within
 
 # Bounded waits: the longest any single step may take before a test fails.
 WAIT = 20.0
@@ -213,64 +210,14 @@ async def sdk_client(agent_url: str, flavour: str, *, streaming: bool) -> AsyncI
         await http.aclose()
 
 
-def user_message(text: str, *, task_id: str | None = None, context_id: str | None = None) -> Message:
-    msg = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)])
-    if task_id:
-        msg.task_id = task_id
-    if context_id:
-        msg.context_id = context_id
-    return msg
-
-
 # --- reading what the SDK returns ------------------------------------------------
-
-
-def state_name(state: int) -> str:
-    """TASK_STATE_INPUT_REQUIRED -> 'input-required' (the 0.3 spelling, shared with the driver)."""
-    return TaskState.Name(state).removeprefix("TASK_STATE_").lower().replace("_", "-")
-
-
-def parts_text(parts: Any) -> str:
-    return "".join(p.text for p in parts if p.WhichOneof("content") == "text")
-
-
-def artifact_text(task: Task) -> str:
-    return "".join(parts_text(a.parts) for a in task.artifacts)
-
-
-def history_texts(task: Task) -> list[tuple[str, str]]:
-    return [("user" if msg.role == Role.ROLE_USER else "agent", parts_text(msg.parts)) for msg in task.history]
-
-
-def summarize(ev: StreamResponse) -> dict[str, Any]:
-    """One streamed event as a small dict (same shape as the 0.3.26 driver's output)."""
-    kind = ev.WhichOneof("payload")
-    if kind == "task":
-        return {"kind": "task", "taskId": ev.task.id, "contextId": ev.task.context_id,
-                "state": state_name(ev.task.status.state)}
-    if kind == "status_update":
-        su = ev.status_update
-        out = {"kind": "status", "taskId": su.task_id, "contextId": su.context_id, "state": state_name(su.status.state)}
-        if su.status.HasField("message"):
-            out["text"] = parts_text(su.status.message.parts)
-        return out
-    if kind == "artifact_update":
-        au = ev.artifact_update
-        return {"kind": "artifact", "taskId": au.task_id, "contextId": au.context_id,
-                "artifactId": au.artifact.artifact_id, "text": parts_text(au.artifact.parts),
-                "append": au.append, "lastChunk": au.last_chunk}
-    if kind == "message":
-        return {"kind": "message", "text": parts_text(ev.message.parts)}
-    return {"kind": str(kind)}
 
 
 async def next_event(stream: AsyncIterator[StreamResponse]) -> StreamResponse:
     """The next event of an SDK stream, within the bounded wait (same task: no cross-task iteration)."""
-    async with asyncio.timeout(WAIT):
-        return await anext(stream)
+    return await next_within(stream, WAIT)
 
 
 async def drain(stream: AsyncIterator[StreamResponse]) -> list[StreamResponse]:
     """Every remaining event until the server closes the stream (bounded)."""
-    async with asyncio.timeout(WAIT):
-        return [ev async for ev in stream]
+    return await drain_within(stream, WAIT)

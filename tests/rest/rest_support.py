@@ -14,8 +14,6 @@ import json
 import os
 import socket
 import subprocess
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -32,7 +30,7 @@ from parley.client import A2AClient, user_message
 from parley.client.jsonrpc import StreamItem
 from parley.protocol import models as m
 from parley.protocol.operations import Operation
-from support import Gate
+from support import Gate, UvicornThread, sdk13_agent_card
 
 WAIT = 20.0  # the longest any single step may take before a test fails; never a pacing delay
 TIMEOUT = httpx.Timeout(WAIT)
@@ -322,7 +320,7 @@ def build_sdk13_rest_app(base_url: str):
     from a2a.server.request_handlers import DefaultRequestHandler
     from a2a.server.routes import create_agent_card_routes, create_rest_routes
     from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
-    from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Part
+    from a2a.types import Part
     from starlette.applications import Starlette
 
     async def begin(context: RequestContext, event_queue: EventQueue) -> TaskUpdater:
@@ -357,19 +355,7 @@ def build_sdk13_rest_app(base_url: str):
     rest_routes: list = []
     for name, executor in {"echo": Echo(), "slow": Slow()}.items():
         url = f"{base_url}/{name}"
-        card = AgentCard(
-            name=f"sdk13-rest-{name}",
-            description=f"a2a-sdk 1.3 REST test agent {name!r}",
-            version="1.0.0",
-            supported_interfaces=[
-                AgentInterface(url=url, protocol_binding="HTTP+JSON", protocol_version="1.0"),
-                AgentInterface(url=url, protocol_binding="HTTP+JSON", protocol_version="0.3"),
-            ],
-            capabilities=AgentCapabilities(streaming=True, push_notifications=False),
-            default_input_modes=["text/plain"],
-            default_output_modes=["text/plain"],
-            skills=[AgentSkill(id=name, name=name, description=f"the {name} test agent", tags=["test"])],
-        )
+        card = sdk13_agent_card(url, name, "HTTP+JSON")
         handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card)
         handlers.append(handler)
         card_routes += create_agent_card_routes(card, card_url=f"/{name}/.well-known/agent-card.json")
@@ -388,27 +374,12 @@ def build_sdk13_rest_app(base_url: str):
 
 
 def start_sdk13_rest_server() -> SdkRestServer:
-    import uvicorn
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    config = uvicorn.Config(build_sdk13_rest_app(url), host="127.0.0.1", port=port, log_level="warning",
-                            lifespan="on", timeout_graceful_shutdown=5)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="sdk13-rest-server", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True
-            raise RuntimeError("the a2a-sdk 1.3 REST test server did not start")
-        time.sleep(0.01)
-
-    def stop() -> None:
-        server.should_exit = True
-        thread.join(timeout=20)
-
-    return SdkRestServer(url=url, stop_fn=stop)
+    server = UvicornThread(build_sdk13_rest_app(url), port, label="the a2a-sdk 1.3 REST test server",
+                           timeout_graceful_shutdown=5).start(30)
+    return SdkRestServer(url=url, stop_fn=server.stop)
 
 
 # --- schema conformance: strict ProtoJSON parsing with the official generated classes ------------
