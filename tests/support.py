@@ -705,3 +705,15 @@ def sdk13_agent_card(url: str, agent: str, binding: str) -> Any:
         default_output_modes=["text/plain"],
         skills=[AgentSkill(id=agent, name=agent, description=f"the {agent} test agent", tags=["test"])],
     )
+
+
+@contextmanager
+def stopped_at_end(stop: Callable[[Any], object]) -> Iterator[list[Any]]:
+    """The list a fixture's factory appends what it starts to (servers, processes, webhooks); when the block ends
+    (the test is over), `stop` is called on each, in the order they were started."""
+    started: list[Any] = []
+    try:
+        yield started
+    finally:
+        for thing in started:
+            stop(thing)

@@ -55,7 +55,7 @@ from parley.client import A2AClient
 from parley.protocol import models as m
 from parley.protocol.states import is_terminal
 from parley.tasks.engine import RESTART_MESSAGE, RESUME_MESSAGE
-from support import PARLEY, free_port
+from support import PARLEY, free_port, stopped_at_end
 from support import ServeProcess as Server  # also the `parley serve` process of the other e2e tests
 
 WAIT = 30.0  # upper bound of one observable step (a server start, a task finishing); a failure detector only
@@ -83,20 +83,15 @@ Launch = Callable[..., Server]
 @pytest.fixture
 def launch(tmp_path: Path) -> Iterator[Launch]:
     """`launch(name, *args, port=None, port_flag=True, cwd=tmp_path, env={})`: a ready `parley serve`."""
-    started: list[Server] = []
+    with stopped_at_end(lambda srv: srv.close()) as started:
+        def start(name: str, *args: str, port: int | None = None, port_flag: bool = True, cwd: Path | None = None,
+                  env: dict[str, str] | None = None) -> Server:
+            srv = Server(name, list(args), cwd=cwd or tmp_path, port=port, port_flag=port_flag,
+                         env=server_env(**(env or {})), wait=WAIT)
+            started.append(srv)
+            return srv.wait_ready()
 
-    def start(name: str, *args: str, port: int | None = None, port_flag: bool = True, cwd: Path | None = None,
-              env: dict[str, str] | None = None) -> Server:
-        srv = Server(name, list(args), cwd=cwd or tmp_path, port=port, port_flag=port_flag,
-                     env=server_env(**(env or {})), wait=WAIT)
-        started.append(srv)
-        return srv.wait_ready()
-
-    try:
         yield start
-    finally:
-        for srv in started:
-            srv.close()
 
 
 def run_parley(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -37,7 +37,7 @@ import pytest
 
 from parley.client.push import PushVerificationError, PushVerifier
 from parley.tasks.engine import RESUME_MESSAGE
-from support import PARLEY, ServeProcess, free_port, replay_log
+from support import PARLEY, ServeProcess, free_port, replay_log, stopped_at_end
 
 WAIT = 30.0  # upper bound of one observable step; a failure detector only
 TOKEN = "crash-test-token"
@@ -101,21 +101,16 @@ def server_env() -> dict[str, str]:
 def parley(tmp_path: Path) -> Iterator[Callable[..., ServeProcess]]:
     """`parley(name, port=None, artifact_updates=False)`: a ready `parley serve` on tmp_path/tasks.db."""
     (tmp_path / "pushsteps.py").write_text(AGENT)
-    started: list[ServeProcess] = []
+    with stopped_at_end(lambda srv: srv.close()) as started:
+        def start(name: str, *, port: int | None = None, artifact_updates: bool = False) -> ServeProcess:
+            config = tmp_path / "parley.toml"
+            config.write_text(config_text(artifact_updates=artifact_updates))
+            args = ["--config", str(config), "--db", str(tmp_path / "tasks.db"), "--push-allow", "127.0.0.1/32"]
+            srv = ServeProcess(name, args, cwd=tmp_path, port=port, env=server_env(), wait=WAIT)
+            started.append(srv)
+            return srv.wait_ready()
 
-    def start(name: str, *, port: int | None = None, artifact_updates: bool = False) -> ServeProcess:
-        config = tmp_path / "parley.toml"
-        config.write_text(config_text(artifact_updates=artifact_updates))
-        args = ["--config", str(config), "--db", str(tmp_path / "tasks.db"), "--push-allow", "127.0.0.1/32"]
-        srv = ServeProcess(name, args, cwd=tmp_path, port=port, env=server_env(), wait=WAIT)
-        started.append(srv)
-        return srv.wait_ready()
-
-    try:
         yield start
-    finally:
-        for srv in started:
-            srv.close()
 
 
 # --- talking to Parley ------------------------------------------------------------------------------------------------

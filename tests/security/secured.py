@@ -274,6 +274,28 @@ def non_loopback_ip() -> str | None:
     return None if ip.startswith("127.") or ip == "0.0.0.0" else ip
 
 
+# RFC 9651 (Structured Fields): an item with a String bare item and parameters whose values are Integers, the shape
+# of every RateLimit field (draft-ietf-httpapi-ratelimit-headers).
+_SF_KEY = r"[a-z*][a-z0-9_\-.*]*"
+_SF_INTEGER = r"-?[0-9]{1,15}"
+_SF_STRING = r'"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\])*"'
+_SF_ITEM = re.compile(rf"({_SF_STRING})((?:;{_SF_KEY}={_SF_INTEGER})*)")
+
+
+def sf_item(value: str | None) -> tuple[str, dict[str, int]]:
+    """Parse a field value that must be exactly one sf-item `"name";k=int;...` (else the test fails): (the name, the
+    parameters)."""
+    assert value is not None, "the field is missing"
+    found = _SF_ITEM.fullmatch(value)
+    assert found is not None, f"not a Structured Field item of a String with Integer parameters: {value!r}"
+    params: dict[str, int] = {}
+    for param in found.group(2).split(";")[1:]:
+        key, _, number = param.partition("=")
+        assert key not in params, f"parameter {key} twice in {value!r}"
+        params[key] = int(number)
+    return json.loads(found.group(1)), params
+
+
 class Sse:
     """An SSE response read one JSON event at a time, each read bounded by WAIT (a failure detector only)."""
 
@@ -364,5 +386,6 @@ __all__ = [
     "result_of",
     "send_jsonrpc",
     "served",
+    "sf_item",
     "uid",
 ]

@@ -47,7 +47,7 @@ from parley.settings import LimitSettings
 from parley.tasks.store import TaskQuery
 from support import Gate, LiveServer, free_port, grpc_error_reason, grpc_text_trailers, needs
 
-from .secured import ENV, PARLEY, Sse, served
+from .secured import ENV, PARLEY, Sse, served, sf_item
 
 try:  # the gRPC binding needs the parley-a2a[grpc] extra (installed by the dev extra)
     import grpc
@@ -173,24 +173,6 @@ def start() -> Iterator[Callable[..., Srv]]:
 
 
 # --- the RateLimit fields (Structured Fields, RFC 9651) -----------------------------------------------------------
-
-_KEY = r"[a-z*][a-z0-9_\-.*]*"
-_INTEGER = r"-?[0-9]{1,15}"
-_STRING = r'"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\])*"'
-_ITEM = re.compile(rf"({_STRING})((?:;{_KEY}={_INTEGER})*)")
-
-
-def sf_item(value: str | None) -> tuple[str, dict[str, int]]:
-    """Parse a field value that must be exactly one sf-item `"name";k=int;...` (else the test fails)."""
-    assert value is not None, "the field is missing"
-    found = _ITEM.fullmatch(value)
-    assert found is not None, f"not a Structured Field item of a String with Integer parameters: {value!r}"
-    params: dict[str, int] = {}
-    for param in found.group(2).split(";")[1:]:
-        key, _, number = param.partition("=")
-        assert key not in params, f"parameter {key} twice in {value!r}"
-        params[key] = int(number)
-    return json.loads(found.group(1)), params
 
 
 def policy_of(headers: Any) -> dict[str, int]:

@@ -13,8 +13,6 @@ and the tasks-per-agent limit.
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -47,7 +45,7 @@ from support import (
     stream_pipeline,
 )
 
-from .secured import Sse
+from .secured import Sse, sf_item
 
 try:  # the gRPC binding needs the parley-a2a[grpc] extra (installed by the dev extra)
     import grpc  # noqa: F401
@@ -80,24 +78,6 @@ class Clock:
         self.now += seconds
 
 
-# RFC 9651: sf-list = list-member *( OWS "," OWS list-member ); an item with a String bare item and
-# parameters whose values are Integers (all the RateLimit fields use).
-_KEY = r"[a-z*][a-z0-9_\-.*]*"
-_INTEGER = r"-?[0-9]{1,15}"
-_STRING = r'"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\])*"'
-_ITEM = re.compile(rf"({_STRING})((?:;{_KEY}={_INTEGER})*)")
-
-
-def sf_item(value: str) -> tuple[str, dict[str, int]]:
-    """Parse a field value that must be exactly one sf-item "name";k=int;k=int (else the test fails)."""
-    found = _ITEM.fullmatch(value)
-    assert found is not None, f"not a Structured Field item of a String with Integer parameters: {value!r}"
-    params: dict[str, int] = {}
-    for param in found.group(2).split(";")[1:]:
-        key, _, number = param.partition("=")
-        assert key not in params, f"parameter {key} twice in {value!r}"
-        params[key] = int(number)
-    return json.loads(found.group(1)), params
 
 
 # --- the token bucket -------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Helpers of the task-engine tests that run engines in this process over an in-memory store
-(test_engine_promises, test_engines_shared): a store that tells the test of each commit, bounded
+(test_engine, test_engine_promises, test_engines_shared): a store that tells the test of each commit, bounded
 waits, following a task into a queue, a run that dies, and the consistency check of a task's log.
 
 Import it as `from enginekit import ...` (pytest puts tests/unit on the path)."""
@@ -10,9 +10,10 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from parley.agents.base import Agent, AgentOutput, FunctionAgent, RunContext
 from parley.protocol import models as m
 from parley.protocol.states import is_terminal
-from parley.tasks.engine import Run
+from parley.tasks.engine import Run, TaskEngine
 from parley.tasks.log import Entry, apply
 from parley.tasks.memory_store import MemoryTaskStore
 from parley.tasks.store import Commit, TaskStore
@@ -54,6 +55,14 @@ class TapStore(MemoryTaskStore):
                 await watch()
         except TimeoutError:
             raise AssertionError(f"the store never showed {what}") from None
+
+
+def make_engine(*fns: Callable[[RunContext], AsyncIterator[AgentOutput]], store: TaskStore | None = None,
+                **kw: Any) -> TaskEngine:
+    """A TaskEngine running the agent functions `fns` (each its own agent, named after the function) over `store`
+    (a fresh in-memory one by default); `kw` go to TaskEngine."""
+    agents: dict[str, Agent] = {fn.__name__: FunctionAgent(fn, id=fn.__name__) for fn in fns}
+    return TaskEngine(store if store is not None else MemoryTaskStore(), agents, **kw)
 
 
 async def bounded(aw: Awaitable[Any], what: str) -> Any:

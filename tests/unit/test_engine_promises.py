@@ -21,13 +21,13 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from enginekit import TapStore, assert_log_consistent, bounded, die, drain, log_of
+from enginekit import TapStore, assert_log_consistent, bounded, die, drain, log_of, make_engine
 
-from parley.agents.base import Agent, AgentOutput, ArtifactChunk, FunctionAgent, RunContext
+from parley.agents.base import AgentOutput, ArtifactChunk, RunContext
 from parley.protocol import models as m
 from parley.protocol.errors import UnsupportedOperationError
 from parley.protocol.states import is_terminal
-from parley.tasks.engine import CHECKPOINT_MARK, RESTART_MESSAGE, RESUME_MESSAGE, TaskEngine
+from parley.tasks.engine import CHECKPOINT_MARK, RESTART_MESSAGE, RESUME_MESSAGE
 from parley.tasks.log import Entry
 from parley.tasks.memory_store import MemoryTaskStore
 from parley.tasks.store import MessageKey, content_size, fingerprint, stores_snapshot
@@ -44,12 +44,6 @@ _ids = itertools.count(1)
 def request(text: str = "hello", *, mid: str | None = None, task_id: str | None = None) -> m.SendMessageRequest:
     return m.SendMessageRequest(message=m.Message(
         message_id=mid or f"promise-{next(_ids)}", role=m.Role.USER, parts=[m.Part(text=text)], task_id=task_id))
-
-
-def make_engine(*fns: Callable[[RunContext], AsyncIterator[AgentOutput]], store: MemoryTaskStore | None = None,
-                **kw: Any) -> TaskEngine:
-    agents: dict[str, Agent] = {fn.__name__: FunctionAgent(fn, id=fn.__name__) for fn in fns}
-    return TaskEngine(store if store is not None else MemoryTaskStore(), agents, **kw)
 
 
 def describe(entry: Entry) -> tuple:
