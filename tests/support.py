@@ -671,10 +671,17 @@ async def next_within(stream: AsyncIterator[Any], wait: float) -> Any:
         return await anext(stream)
 
 
-async def drain_within(stream: AsyncIterator[Any], wait: float) -> list[Any]:
-    """Every remaining item of an async stream until it ends, failing after `wait` seconds."""
+async def drain_within(stream: AsyncIterator[Any], wait: float,
+                       until: Callable[[Any], bool] | None = None) -> list[Any]:
+    """The remaining items of an async stream until it ends (or, with `until`, up to the first item for which it is
+    true, included), failing after `wait` seconds."""
+    out = []
     async with asyncio.timeout(wait):
-        return [ev async for ev in stream]
+        async for ev in stream:
+            out.append(ev)
+            if until is not None and until(ev):
+                break
+    return out
 
 
 def interviewer_question(first: str) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from grpc_support import CHUNKS, SLOW_FIRST, SLOW_LAST, WAIT, artifact_text, text_of
 
-from support import require, sdk_message, sdk_parts_text
+from support import drain_within, require, sdk_message, sdk_parts_text
 
 # isort: split
 # (grpc_support first: without grpcio it skips this module, or fails it under CI=true)
@@ -112,13 +112,7 @@ def summarize(ev: StreamResponse) -> tuple:
 
 
 async def take(stream: AsyncIterator[Any], until=None) -> list:
-    out = []
-    async with asyncio.timeout(WAIT):
-        async for ev in stream:
-            out.append(ev)
-            if until is not None and until(ev):
-                break
-    return out
+    return await drain_within(stream, WAIT, until)
 
 
 async def test_sdk_send_blocking(grpc_live):

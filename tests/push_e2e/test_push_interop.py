@@ -45,7 +45,6 @@ from a2a.types import (
     ListTaskPushNotificationConfigsRequest,
     Message,
     Part,
-    Role,
     SendMessageRequest,
     TaskPushNotificationConfig,
     a2a_pb2,
@@ -60,7 +59,7 @@ from parley.protocol import models as m
 from parley.protocol.operations import Operation
 from parley.serve import default_app
 from parley.settings import PushSettings, Settings
-from support import LiveServer, free_port, replay_log
+from support import LiveServer, free_port, replay_log, sdk_message
 
 pytestmark = pytest.mark.interop
 
@@ -112,15 +111,6 @@ def for_task(got: list, task_id: str) -> list:
 
 
 # --- 1. the a2a-sdk 1.x client registers a webhook with Parley ---------------------------------------------------------
-
-
-def sdk_message(text: str, *, task_id: str = "", context_id: str = "") -> Message:
-    msg = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)])
-    if task_id:
-        msg.task_id = task_id
-    if context_id:
-        msg.context_id = context_id
-    return msg
 
 
 @contextlib.asynccontextmanager
