@@ -16,13 +16,14 @@ import socket
 import subprocess
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from interop_client.sdk_servers import SdkServer  # the running SDK server (its URL, how to stop it)
 from parley.agents.base import ArtifactChunk, RunContext
 from parley.agents.builtin import builtin_agents
 from parley.app import Parley, Settings
@@ -292,22 +293,6 @@ def drive_sdk03(python: Path, base_url: str, scenario: str, *args: str) -> dict[
 # --- an official a2a-sdk 1.3 server with REST routes -------------------------------------------
 
 
-@dataclass
-class SdkRestServer:
-    """An a2a-sdk 1.3 server (REST 1.0 + 0.3 compat, and its card) running in a thread."""
-
-    url: str
-    stop_fn: Any = None
-    log: list[str] = field(default_factory=list)
-
-    def agent_url(self, agent: str) -> str:
-        return f"{self.url}/{agent}"
-
-    def stop(self) -> None:
-        if callable(self.stop_fn):
-            self.stop_fn()
-
-
 def build_sdk13_rest_app(base_url: str):
     """`echo` (streams the text back in three artifact chunks) and `slow` (one chunk, then waits to be canceled).
 
@@ -373,13 +358,13 @@ def build_sdk13_rest_app(base_url: str):
     return Starlette(routes=card_routes + rest_routes, lifespan=lifespan)
 
 
-def start_sdk13_rest_server() -> SdkRestServer:
+def start_sdk13_rest_server() -> SdkServer:
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     server = UvicornThread(build_sdk13_rest_app(url), port, label="the a2a-sdk 1.3 REST test server",
                            timeout_graceful_shutdown=5).start(30)
-    return SdkRestServer(url=url, stop_fn=server.stop)
+    return SdkServer(url=url, label="a2a-sdk 1.3 REST", stop_fn=server.stop)
 
 
 # --- schema conformance: strict ProtoJSON parsing with the official generated classes ------------
