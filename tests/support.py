@@ -717,3 +717,14 @@ def stopped_at_end(stop: Callable[[Any], object]) -> Iterator[list[Any]]:
     finally:
         for thing in started:
             stop(thing)
+
+
+async def sdk13_begin(context: Any, event_queue: Any) -> Any:
+    """The start of an a2a-sdk 1.x test agent's run: the Task published first when the message starts one (the SDK's
+    own agents must), then a TaskUpdater for it."""
+    from a2a.helpers import new_task_from_user_message
+    from a2a.server.tasks import TaskUpdater
+
+    if context.current_task is None:
+        await event_queue.enqueue_event(new_task_from_user_message(context.message))
+    return TaskUpdater(event_queue, context.task_id, context.context_id)

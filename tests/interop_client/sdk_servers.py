@@ -109,7 +109,6 @@ class ReleaseRegistry:
 
 def build_sdk13_app(base_url: str):
     """A Starlette app serving the three agents with a2a-sdk 1.3 (JSON-RPC 1.0 + 0.3 compat)."""
-    from a2a.helpers import new_task_from_user_message
     from a2a.server.agent_execution import AgentExecutor, RequestContext
     from a2a.server.events import EventQueue
     from a2a.server.request_handlers import DefaultRequestHandler
@@ -121,14 +120,9 @@ def build_sdk13_app(base_url: str):
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
-    from support import sdk13_agent_card
+    from support import sdk13_agent_card, sdk13_begin
 
     releases = ReleaseRegistry()
-
-    async def begin(context: RequestContext, event_queue: EventQueue) -> TaskUpdater:
-        if context.current_task is None:
-            await event_queue.enqueue_event(new_task_from_user_message(context.message))
-        return TaskUpdater(event_queue, context.task_id, context.context_id)
 
     class Base(AgentExecutor):
         async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -137,7 +131,7 @@ def build_sdk13_app(base_url: str):
 
     class Echo(Base):
         async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-            updater = await begin(context, event_queue)
+            updater = await sdk13_begin(context, event_queue)
             await updater.start_work()
             pieces = chunks(context.get_user_input())
             for i, piece in enumerate(pieces):
@@ -148,7 +142,7 @@ def build_sdk13_app(base_url: str):
     class Interviewer(Base):
         async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
             task = context.current_task
-            updater = await begin(context, event_queue)
+            updater = await sdk13_begin(context, event_queue)
             if task is not None and task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
                 await updater.start_work()
                 await updater.add_artifact([Part(text=f"Nice to meet you, {context.get_user_input()}!")],
@@ -161,7 +155,7 @@ def build_sdk13_app(base_url: str):
         async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
             heartbeat = "heartbeat" in context.get_user_input()
             released = releases.register(context.task_id)
-            updater = await begin(context, event_queue)
+            updater = await sdk13_begin(context, event_queue)
             try:
                 await updater.start_work(updater.new_agent_message([Part(text="working")]))
                 beats = 0

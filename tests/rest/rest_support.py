@@ -31,7 +31,7 @@ from parley.client import A2AClient, user_message
 from parley.client.jsonrpc import StreamItem
 from parley.protocol import models as m
 from parley.protocol.operations import Operation
-from support import Gate, UvicornThread, sdk13_agent_card
+from support import Gate, UvicornThread, sdk13_agent_card, sdk13_begin
 
 WAIT = 20.0  # the longest any single step may take before a test fails; never a pacing delay
 TIMEOUT = httpx.Timeout(WAIT)
@@ -299,7 +299,6 @@ def build_sdk13_rest_app(base_url: str):
     Each agent has its own path with REST routes (1.0 at `/{agent}/...`, 0.3 at
     `/{agent}/v1/...`) and a card listing HTTP+JSON 1.0 and 0.3.
     """
-    from a2a.helpers import new_task_from_user_message
     from a2a.server.agent_execution import AgentExecutor, RequestContext
     from a2a.server.events import EventQueue
     from a2a.server.request_handlers import DefaultRequestHandler
@@ -308,18 +307,13 @@ def build_sdk13_rest_app(base_url: str):
     from a2a.types import Part
     from starlette.applications import Starlette
 
-    async def begin(context: RequestContext, event_queue: EventQueue) -> TaskUpdater:
-        if context.current_task is None:
-            await event_queue.enqueue_event(new_task_from_user_message(context.message))
-        return TaskUpdater(event_queue, context.task_id, context.context_id)
-
     class Base(AgentExecutor):
         async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
             await TaskUpdater(event_queue, context.task_id, context.context_id).cancel()
 
     class Echo(Base):
         async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-            updater = await begin(context, event_queue)
+            updater = await sdk13_begin(context, event_queue)
             await updater.start_work()
             words = context.get_user_input().split(" ")
             pieces = [" ".join(words[i:i + 3]) for i in range(0, len(words), 3)]
@@ -330,7 +324,7 @@ def build_sdk13_rest_app(base_url: str):
 
     class Slow(Base):
         async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-            updater = await begin(context, event_queue)
+            updater = await sdk13_begin(context, event_queue)
             await updater.start_work()
             await updater.add_artifact([Part(text=SLOW_FIRST)], artifact_id="slow", name="slow", last_chunk=False)
             await asyncio.Event().wait()  # until canceled
