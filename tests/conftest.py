@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 from parley.serve import default_app
-from support import LiveServer, free_port, require, rpc, running
+from support import LiveServer, free_port, require, rpc, running, stopped_at_end
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -29,16 +29,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.fixture
 def serve() -> Iterator[Callable[..., LiveServer]]:
     """Factory: `serve(app)` starts a live server that stops after the test."""
-    started: list[LiveServer] = []
+    with stopped_at_end(lambda srv: srv.stop()) as started:
+        def start(app, port: int | None = None) -> LiveServer:
+            srv = LiveServer(app, port).start()
+            started.append(srv)
+            return srv
 
-    def start(app, port: int | None = None) -> LiveServer:
-        srv = LiveServer(app, port).start()
-        started.append(srv)
-        return srv
-
-    yield start
-    for srv in started:
-        srv.stop()
+        yield start
 
 
 @pytest.fixture

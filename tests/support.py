@@ -5,8 +5,10 @@ Import it as `from support import ...` (a unique module name: several folders ha
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -15,17 +17,25 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import httpx
 import pytest
 import uvicorn
 
 from parley.app import Parley
+from parley.protocol import models as m
+from parley.protocol.errors import RateLimitedError
+from parley.protocol.operations import Operation
+from parley.security.ratelimit import Limiter
+from parley.server.access import Access, Credentials, Principal
+from parley.server.pipeline import Call, Pipeline
+from parley.settings import LimitSettings
 
 
 def free_port() -> int:
@@ -48,31 +58,49 @@ def closed_by_peer(sock: socket.socket) -> bool:
         sock.setblocking(True)
 
 
-class LiveServer:
-    """A uvicorn server running a Parley app in a background thread."""
+class UvicornThread:
+    """Any ASGI app served by uvicorn on 127.0.0.1:`port` (a free one by default) in a daemon thread; `config` goes
+    to uvicorn.Config. `label` names it in the error of a server that does not start."""
 
-    def __init__(self, app: Parley, port: int | None = None, *, self_url: bool = False) -> None:
-        self.parley = app
+    def __init__(self, asgi: Any, port: int | None = None, *, label: str = "the test server",
+                 **config: Any) -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        if self_url and app.settings.self_url is None:  # agents that delegate in-process reach the server here
-            app.settings.self_url = self.url
-        config = uvicorn.Config(app.asgi(), host="127.0.0.1", port=self.port, log_level="warning", lifespan="on")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.label = label
+        config = {"log_level": "warning", "lifespan": "on", **config}
+        self.server = uvicorn.Server(uvicorn.Config(asgi, host="127.0.0.1", port=self.port, **config))
+        self.thread = threading.Thread(target=self.server.run, name=label, daemon=True)
 
-    def start(self) -> LiveServer:
+    def start(self, timeout: float = 30) -> UvicornThread:
+        """Start it and wait until uvicorn listens (polled with a deadline: uvicorn offers no event for it)."""
         self.thread.start()
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + timeout
         while not self.server.started:
             if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the Parley test server did not start")
+                self.server.should_exit = True
+                raise RuntimeError(f"{self.label} did not start")
             time.sleep(0.01)
         return self
 
     def stop(self) -> None:
+        """Ask uvicorn to exit (a graceful stop) and wait for its thread."""
         self.server.should_exit = True
         self.thread.join(timeout=20)
+
+
+class LiveServer(UvicornThread):
+    """A uvicorn server running a Parley app in a background thread."""
+
+    def __init__(self, app: Parley, port: int | None = None, *, self_url: bool = False) -> None:
+        self.parley = app
+        port = port or free_port()
+        if self_url and app.settings.self_url is None:  # agents that delegate in-process reach the server here
+            app.settings.self_url = f"http://127.0.0.1:{port}"
+        super().__init__(app.asgi(), port, label="the Parley test server")
+
+    def start(self, timeout: float = 20) -> LiveServer:
+        super().start(timeout)
+        return self
 
 
 @contextmanager
@@ -364,3 +392,360 @@ def settled_push_log(url: str, task_id: str, wait: float = 30.0, headers: dict[s
             return log
         assert time.monotonic() < deadline, log
         time.sleep(0.02)
+
+
+# --- a gate: test agents wait, the test opens ---------------------------------------------------------------------
+
+
+class Gate:
+    """A one-shot latch: agents `await gate.wait()` on the server's loop, the test (any thread) calls `open()`; waiters
+    are woken with `call_soon_threadsafe`, so nothing polls or sleeps. `reached` is set once an agent waits (or has
+    waited) here, `opened` once the test opened it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._opened = False
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+        self.reached = threading.Event()
+
+    @property
+    def opened(self) -> bool:
+        return self._opened
+
+    def open(self) -> None:
+        with self._lock:
+            self._opened = True
+            waiters, self._waiters = self._waiters, []
+        for loop, event in waiters:
+            loop.call_soon_threadsafe(event.set)
+
+    async def wait(self, timeout: float | None = None) -> None:
+        """Return once the gate is open; with `timeout`, raise TimeoutError after that many seconds (a safety net
+        for an agent that would otherwise wait for ever when a test fails before it opens the gate)."""
+        event = asyncio.Event()
+        entry = (asyncio.get_running_loop(), event)
+        with self._lock:
+            if self._opened:
+                self.reached.set()
+                return
+            self._waiters.append(entry)
+        self.reached.set()
+        try:
+            await asyncio.wait_for(event.wait(), timeout)
+        finally:
+            with self._lock:
+                if entry in self._waiters:
+                    self._waiters.remove(entry)
+
+
+# --- gRPC errors as a client sees them ----------------------------------------------------------------------------
+
+
+def grpc_error_infos(error: object) -> list:
+    """The google.rpc.ErrorInfo details a gRPC error carries in its `grpc-status-details-bin` trailer (A2A 1.0
+    section 10.6: the reason travels there), in order; [] without that trailer. `error` is a grpc.RpcError."""
+    from google.rpc import error_details_pb2, status_pb2
+
+    infos = []
+    for key, value in error.trailing_metadata() or ():  # type: ignore[attr-defined]
+        if key == "grpc-status-details-bin":
+            for detail in status_pb2.Status.FromString(value).details:
+                info = error_details_pb2.ErrorInfo()
+                if detail.Unpack(info):
+                    infos.append(info)
+    return infos
+
+
+def grpc_error_reason(error: object) -> str | None:
+    """The reason of the last ErrorInfo of a gRPC error (see :func:`grpc_error_infos`), None without one."""
+    infos = grpc_error_infos(error)
+    return infos[-1].reason if infos else None
+
+
+def grpc_text_trailers(error: object) -> dict[str, str]:
+    """A gRPC error's trailing metadata of text values (the binary `-bin` entries left out)."""
+    return {key: value for key, value in error.trailing_metadata() or () if isinstance(value, str)}  # type: ignore[attr-defined]
+
+
+# --- `parley serve` as a subprocess -------------------------------------------------------------------------------
+
+_PARLEY_SCRIPT = Path(sys.executable).with_name("parley")
+# The `parley` command of this venv (its console script, or the module where the script is not installed).
+PARLEY = [str(_PARLEY_SCRIPT)] if _PARLEY_SCRIPT.exists() else [sys.executable, "-m", "parley.cli"]
+
+
+class ServeProcess:
+    """One `parley serve [--port PORT] --log-level warning ARGS` subprocess (`port`: a free one by default; without
+    `port_flag` ARGS say where it listens); its stdout and stderr go to `cwd`/NAME.log (shown when something fails).
+    Ready once it answers GET /healthz (:meth:`wait_ready`, a bounded poll); stopped with SIGTERM (:meth:`terminate`)
+    or SIGKILL (:meth:`kill`); :meth:`close` always cleans up. `wait` bounds each step (a failure detector only)."""
+
+    def __init__(self, name: str, args: list[str], *, cwd: Path, env: dict[str, str], port: int | None = None,
+                 port_flag: bool = True, wait: float = 30.0) -> None:
+        self.name = name
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.wait = wait
+        self.log = cwd / f"{name}.log"
+        self._out = self.log.open("w")
+        cmd = [*PARLEY, "serve", *(["--port", str(self.port)] if port_flag else []), "--log-level", "warning", *args]
+        self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=self._out, stderr=subprocess.STDOUT)
+
+    def output(self) -> str:
+        """What the process has printed so far."""
+        self._out.flush()
+        return self.log.read_text(errors="replace")
+
+    def wait_ready(self) -> ServeProcess:
+        """Poll /healthz until it answers 200; fail with the output if the process exits or `wait` passes."""
+        deadline = time.monotonic() + self.wait
+        while True:  # bounded polling: /healthz answering is the readiness signal
+            if self.proc.poll() is not None:
+                raise AssertionError(f"parley serve ({self.name}) exited with {self.proc.returncode}:\n{self.output()}")
+            try:
+                if httpx.get(self.url + "/healthz", timeout=2).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"parley serve ({self.name}) did not answer on {self.url}:\n{self.output()}")
+            time.sleep(0.05)
+
+    def terminate(self) -> int:
+        """SIGTERM, and wait for the process to exit; its exit code."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+        return self.proc.wait(self.wait)
+
+    def kill(self) -> None:
+        """SIGKILL: the process dies at once, whatever it was doing."""
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(self.wait)
+
+    def close(self) -> None:
+        """Kill the process if it still runs; close its log."""
+        try:
+            if self.proc.poll() is None:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(self.wait)
+        finally:
+            self._out.close()
+
+
+def replay_log(agent_url: str, task_id: str, wait: float = 30.0) -> list[tuple[int, dict]]:
+    """A task's whole log as (seq, A2A 1.0 StreamResponse): SubscribeToTask with `Last-Event-ID: 0` over SSE (A2A
+    1.0 section 3.1.6), followed until the server ends the stream (the task is terminal); each event must carry its
+    own `id:` (the seq)."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": task_id}}
+    headers = {"A2A-Version": "1.0", "Last-Event-ID": "0", "Accept": "text/event-stream"}
+    entries: list[tuple[int, dict]] = []
+    seq: int | None = None
+    with httpx.stream("POST", agent_url, json=body, headers=headers, timeout=wait) as resp:
+        assert resp.status_code == 200, resp.read()
+        for line in resp.iter_lines():
+            if line.startswith("id:"):
+                seq = int(line[3:].strip())
+            elif line.startswith("data:"):
+                frame = json.loads(line[5:])
+                assert "result" in frame, frame
+                assert seq is not None, frame
+                entries.append((seq, frame["result"]))
+                seq = None
+    return entries
+
+
+# --- the rate limiter driven directly (tests/security/test_ratelimit.py, tests/cluster/test_redis_counters.py) -----
+
+
+def access(op: Operation = Operation.GET, agent: str = "echo", request: Any = None) -> Access:
+    """What the limiter is asked about: `op` on `agent` over JSON-RPC."""
+    return Access(agent, op, "JSONRPC", request)
+
+
+def send_request(task_id: str | None = None) -> m.SendMessageRequest:
+    """A fresh SendMessageRequest saying "hi" (to `task_id` if given)."""
+    msg = m.Message(message_id=uuid.uuid4().hex, role=m.Role.USER, parts=[m.Part(text="hi")], task_id=task_id)
+    return m.SendMessageRequest(message=msg)
+
+
+async def refused(limiter: Limiter, acc: Access, who: Principal) -> RateLimitedError:
+    """`limiter.acquire(acc, who)` must raise RateLimitedError; that error."""
+    with pytest.raises(RateLimitedError) as caught:
+        await limiter.acquire(acc, who)
+    return caught.value
+
+
+class EndlessService:
+    """A stand-in for A2AService under a Pipeline: its streams never end by themselves (1, 2, 3, ..., one a loop
+    turn); `fail` makes stream() raise instead."""
+
+    def __init__(self) -> None:
+        self.fail: Exception | None = None
+
+    async def stream(self, ctx: Any, op: Operation, request: Any) -> AsyncIterator[Any]:
+        if self.fail is not None:
+            raise self.fail
+
+        async def events() -> AsyncIterator[Any]:
+            n = 0
+            while True:
+                n += 1
+                yield n
+                await asyncio.sleep(0)
+
+        return events()
+
+    async def call(self, ctx: Any, op: Operation, request: Any) -> Any:
+        return "ok"
+
+
+def stream_pipeline(counters: Any) -> tuple[EndlessService, Callable[[], Awaitable[Any]]]:
+    """A Pipeline with streams_per_principal=1 over `counters` (LocalCounters or RedisCounters) and an
+    EndlessService: (the service, `serve()`, which serves one SendStreamingMessage of alice's to `echo` and returns
+    the pipeline's outcome)."""
+    service = EndlessService()
+    pipeline = Pipeline(service, limiter=Limiter(LimitSettings(streams_per_principal=1), counters=counters))  # type: ignore[arg-type]
+
+    async def serve() -> Any:
+        async def decode() -> Call:
+            return Call("echo", Operation.STREAM, send_request(), "1.0")
+
+        return await pipeline.serve("JSONRPC", Credentials(principal=Principal("alice", kind="token")), decode, "echo")
+
+    return service, serve
+
+
+# --- what the official a2a-sdk 1.x client sends and returns (tests/interop, tests/rest, tests/grpc) ----------------
+#
+# The a2a-sdk is a dev dependency, imported here only when one of these runs.
+
+
+def sdk_message(text: str, *, task_id: str | None = None, context_id: str | None = None) -> Any:
+    """A user a2a.types.Message of the a2a-sdk 1.x with a fresh messageId (the task and context ids if given)."""
+    from a2a.types import Message, Part, Role
+
+    msg = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)])
+    if task_id:
+        msg.task_id = task_id
+    if context_id:
+        msg.context_id = context_id
+    return msg
+
+
+def sdk_state_name(state: int) -> str:
+    """TASK_STATE_INPUT_REQUIRED -> 'input-required' (the 0.3 spelling, shared with the 0.3 drivers' output)."""
+    from a2a.types import TaskState
+
+    return TaskState.Name(state).removeprefix("TASK_STATE_").lower().replace("_", "-")
+
+
+def sdk_parts_text(parts: Any) -> str:
+    """The text of the text parts of an a2a-sdk 1.x message or artifact."""
+    return "".join(p.text for p in parts if p.WhichOneof("content") == "text")
+
+
+def sdk_artifact_text(task: Any) -> str:
+    """The text of every artifact of an a2a-sdk 1.x Task, in order."""
+    return "".join(sdk_parts_text(a.parts) for a in task.artifacts)
+
+
+def sdk_history_texts(task: Any) -> list[tuple[str, str]]:
+    """An a2a-sdk 1.x Task's history as (user | agent, text)."""
+    from a2a.types import Role
+
+    return [("user" if msg.role == Role.ROLE_USER else "agent", sdk_parts_text(msg.parts)) for msg in task.history]
+
+
+def sdk_summary(ev: Any) -> dict[str, Any]:
+    """One streamed a2a-sdk 1.x StreamResponse as a small dict (the shape of the 0.3 drivers' output)."""
+    kind = ev.WhichOneof("payload")
+    if kind == "task":
+        return {"kind": "task", "taskId": ev.task.id, "contextId": ev.task.context_id,
+                "state": sdk_state_name(ev.task.status.state)}
+    if kind == "status_update":
+        su = ev.status_update
+        out = {"kind": "status", "taskId": su.task_id, "contextId": su.context_id,
+               "state": sdk_state_name(su.status.state)}
+        if su.status.HasField("message"):
+            out["text"] = sdk_parts_text(su.status.message.parts)
+        return out
+    if kind == "artifact_update":
+        au = ev.artifact_update
+        return {"kind": "artifact", "taskId": au.task_id, "contextId": au.context_id,
+                "artifactId": au.artifact.artifact_id, "text": sdk_parts_text(au.artifact.parts),
+                "append": au.append, "lastChunk": au.last_chunk}
+    if kind == "message":
+        return {"kind": "message", "text": sdk_parts_text(ev.message.parts)}
+    return {"kind": str(kind)}
+
+
+async def next_within(stream: AsyncIterator[Any], wait: float) -> Any:
+    """The next item of an async stream, failing after `wait` seconds (awaited in the caller's task)."""
+    async with asyncio.timeout(wait):
+        return await anext(stream)
+
+
+async def drain_within(stream: AsyncIterator[Any], wait: float,
+                       until: Callable[[Any], bool] | None = None) -> list[Any]:
+    """The remaining items of an async stream until it ends (or, with `until`, up to the first item for which it is
+    true, included), failing after `wait` seconds."""
+    out = []
+    async with asyncio.timeout(wait):
+        async for ev in stream:
+            out.append(ev)
+            if until is not None and until(ev):
+                break
+    return out
+
+
+def interviewer_question(first: str) -> str:
+    """What the built-in interviewer agent asks after the first answer `first`."""
+    return f"You said {first!r}. Why does that matter to you?"
+
+
+def interviewer_thanks(first: str, second: str) -> str:
+    """What the built-in interviewer agent says at the end, after the answers `first` and `second`."""
+    return f"Thank you. You said {first!r}, and it matters because {second!r}."
+
+
+def sdk13_agent_card(url: str, agent: str, binding: str) -> Any:
+    """The a2a-sdk 1.x AgentCard of a test agent `agent` of an SDK server, at `url` over `binding` ("JSONRPC",
+    "HTTP+JSON"), in A2A 1.0 and 0.3 (the SDK's compat mode), streaming, one skill named after the agent."""
+    from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
+
+    return AgentCard(
+        name=f"sdk13-{binding.lower()}-{agent}",
+        description=f"a2a-sdk 1.3 {binding} test agent {agent!r}",
+        version="1.0.0",
+        supported_interfaces=[
+            AgentInterface(url=url, protocol_binding=binding, protocol_version="1.0"),
+            AgentInterface(url=url, protocol_binding=binding, protocol_version="0.3"),
+        ],
+        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+        skills=[AgentSkill(id=agent, name=agent, description=f"the {agent} test agent", tags=["test"])],
+    )
+
+
+@contextmanager
+def stopped_at_end(stop: Callable[[Any], object]) -> Iterator[list[Any]]:
+    """The list a fixture's factory appends what it starts to (servers, processes, webhooks); when the block ends
+    (the test is over), `stop` is called on each, in the order they were started."""
+    started: list[Any] = []
+    try:
+        yield started
+    finally:
+        for thing in started:
+            stop(thing)
+
+
+async def sdk13_begin(context: Any, event_queue: Any) -> Any:
+    """The start of an a2a-sdk 1.x test agent's run: the Task published first when the message starts one (the SDK's
+    own agents must), then a TaskUpdater for it."""
+    from a2a.helpers import new_task_from_user_message
+    from a2a.server.tasks import TaskUpdater
+
+    if context.current_task is None:
+        await event_queue.enqueue_event(new_task_from_user_message(context.message))
+    return TaskUpdater(event_queue, context.task_id, context.context_id)

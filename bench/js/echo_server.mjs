@@ -9,12 +9,9 @@
 // cut as Parley's chunks_of cuts it (pieces of max(16, len/64) characters, at spaces) as artifact updates of one
 // artifact "response" (append after the first, lastChunk on the last) -> status completed. Stack: express 5,
 // the SDK's jsonRpcHandler (A2A 1.0 JSON-RPC) and agentCardHandler, DefaultRequestHandler.
-import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import express from 'express';
-import { AGENT_CARD_PATH, TaskState } from '@a2a-js/sdk';
-import { AgentEvent, DefaultRequestHandler, InMemoryTaskStore } from '@a2a-js/sdk/server';
-import { UserBuilder, agentCardHandler, jsonRpcHandler } from '@a2a-js/sdk/server/express';
+import { InMemoryTaskStore } from '@a2a-js/sdk/server';
+import { beginRun, benchCard, cancelRun, serve } from './common.mjs';
 
 const { values: opts } = parseArgs({
   options: { host: { type: 'string', default: '127.0.0.1' }, port: { type: 'string', default: '9005' },
@@ -40,41 +37,15 @@ function chunksOf(text) {
   return out;
 }
 
-const textPart = (text) => ({ content: { $case: 'text', value: text }, metadata: undefined });
-
 class EchoExecutor {
   async execute(ctx, bus) {
-    const { taskId, contextId } = ctx;
-    const user = ctx.userMessage;
-    if (!ctx.task) {
-      bus.publish(AgentEvent.task({
-        id: taskId, contextId, status: { state: TaskState.TASK_STATE_SUBMITTED, message: undefined,
-                                         timestamp: new Date().toISOString() },
-        artifacts: [], history: [user], metadata: undefined,
-      }));
-    }
-    const status = (state) => AgentEvent.statusUpdate({
-      taskId, contextId, status: { state, message: undefined, timestamp: new Date().toISOString() },
-      metadata: undefined,
-    });
-    bus.publish(status(TaskState.TASK_STATE_WORKING));
-    const text = (user.parts || []).map((p) => (p.content?.$case === 'text' ? p.content.value : '')).join('');
-    const pieces = chunksOf(text || '(your message had no text)');
-    const artifactId = randomUUID();
-    pieces.forEach((piece, i) => bus.publish(AgentEvent.artifactUpdate({
-      taskId, contextId, append: i > 0, lastChunk: i === pieces.length - 1, metadata: undefined,
-      artifact: { artifactId, name: 'response', description: '', parts: [textPart(piece)], metadata: undefined,
-                  extensions: [] },
-    })));
-    bus.publish(status(TaskState.TASK_STATE_COMPLETED));
-    bus.finished();
+    const run = beginRun(ctx, bus);
+    const pieces = chunksOf(run.text || '(your message had no text)');
+    pieces.forEach((piece, i) => run.chunk(piece, i, i === pieces.length - 1));
+    run.complete();
   }
 
-  async cancelTask(taskId, bus) {
-    bus.publish(AgentEvent.statusUpdate({ taskId, contextId: '', metadata: undefined,
-      status: { state: TaskState.TASK_STATE_CANCELED, message: undefined, timestamp: new Date().toISOString() } }));
-    bus.finished();
-  }
+  cancelTask = cancelRun;
 }
 
 async function taskStore() {
@@ -85,23 +56,9 @@ async function taskStore() {
   return new DatabaseTaskStore(new Kysely({ dialect: new PostgresDialect({ pool }) }));
 }
 
-const url = `http://${opts.host}:${opts.port}/`;
-const card = {
-  name: 'Echo', description: 'Echoes your message back, streamed in chunks', version: '1.0.0',
-  supportedInterfaces: [{ url, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' }],
-  provider: undefined, capabilities: { streaming: true, pushNotifications: false, extensions: [] },
-  securitySchemes: {}, securityRequirements: [], defaultInputModes: ['text/plain'], defaultOutputModes: ['text/plain'],
-  skills: [{ id: 'echo', name: 'Echo', description: 'Echoes text', tags: ['bench'], examples: [],
-             inputModes: [], outputModes: [], securityRequirements: [] }],
-  signatures: [],
-};
-
-const handler = new DefaultRequestHandler(card, await taskStore(), new EchoExecutor());
-const app = express();
-app.use(`/${AGENT_CARD_PATH}`, agentCardHandler({ agentCardProvider: handler }));
-app.use('/', jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }));
-const server = app.listen(Number(opts.port), opts.host, () => {
-  if (opts['log-level'] !== 'warning') console.log(`@a2a-js/sdk echo server at ${url}`);
+const card = benchCard(`http://${opts.host}:${opts.port}/`, {
+  name: 'Echo', description: 'Echoes your message back, streamed in chunks',
+  skill: { id: 'echo', name: 'Echo', description: 'Echoes text' },
 });
-server.keepAliveTimeout = 75_000;
-for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(0));
+serve({ card, store: await taskStore(), executor: new EchoExecutor(), host: opts.host, port: opts.port,
+        logLevel: opts['log-level'], label: 'echo' });

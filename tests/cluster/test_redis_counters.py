@@ -27,10 +27,9 @@ from parley.protocol.errors import RateLimitedError, TaskNotFoundError
 from parley.protocol.operations import Operation
 from parley.security.ratelimit import Limiter, LocalCounters, bucket_key, share_key, streams_key, tasks_key
 from parley.security.redis_counters import RedisCounters, RedisUnavailable
-from parley.server.access import NO_GRANT, Access, Credentials, Principal
-from parley.server.pipeline import Call, Pipeline
+from parley.server.access import NO_GRANT, Principal
 from parley.settings import LimitSettings
-from support import free_port, needs
+from support import access, free_port, needs, refused, send_request, stream_pipeline
 
 WAIT = 15.0  # the longest one observable step may take before the test fails; never a pacing delay
 POLL = 0.02  # between two looks at a condition
@@ -61,21 +60,6 @@ async def held(counters: Counters, key: str) -> int:
         return counters.held(key)
     await counters.flush()
     return await counters.held(key)
-
-
-def access(op: Operation = Operation.GET, agent: str = "echo", request: Any = None) -> Access:
-    return Access(agent, op, "JSONRPC", request)
-
-
-def send_request(task_id: str | None = None) -> m.SendMessageRequest:
-    msg = m.Message(message_id=uuid.uuid4().hex, role=m.Role.USER, parts=[m.Part(text="hi")], task_id=task_id)
-    return m.SendMessageRequest(message=msg)
-
-
-async def refused(limiter: Limiter, acc: Access, who: Principal) -> RateLimitedError:
-    with pytest.raises(RateLimitedError) as caught:
-        await limiter.acquire(acc, who)
-    return caught.value
 
 
 @pytest.fixture
@@ -238,39 +222,8 @@ async def test_the_share_holds_across_replicas(make: Make):
     bob.done()
 
 
-class EndlessService:
-    """A stand-in for A2AService whose streams never end by themselves; `fail` makes stream() raise."""
-
-    def __init__(self) -> None:
-        self.fail: Exception | None = None
-
-    async def stream(self, ctx: Any, op: Operation, request: Any) -> AsyncIterator[Any]:
-        if self.fail is not None:
-            raise self.fail
-
-        async def events() -> AsyncIterator[Any]:
-            n = 0
-            while True:
-                n += 1
-                yield n
-                await asyncio.sleep(0)
-
-        return events()
-
-    async def call(self, ctx: Any, op: Operation, request: Any) -> Any:
-        return "ok"
-
-
 async def test_a_stream_closed_early_or_failing_frees_its_slot_through_the_pipeline(counters: Counters):
-    service = EndlessService()
-    pipeline = Pipeline(service, limiter=Limiter(LimitSettings(streams_per_principal=1), counters=counters))  # type: ignore[arg-type]
-
-    async def serve() -> Any:
-        async def decode() -> Call:
-            return Call("echo", Operation.STREAM, send_request(), "1.0")
-
-        return await pipeline.serve("JSONRPC", Credentials(principal=ALICE), decode, "echo")
-
+    service, serve = stream_pipeline(counters)
     key = streams_key("alice")
     outcome = await serve()
     assert await outcome.events.__anext__() == 1

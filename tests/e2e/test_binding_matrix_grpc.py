@@ -18,7 +18,6 @@ an HTTP creator's first event carries (asserted below).
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 
@@ -33,11 +32,11 @@ for _sub in ("grpc", "rest"):
 from grpc_support import free_port
 
 # isort: split
-from rest_support import SLOW_ARTIFACT_ID, SLOW_FIRST, WAIT, Gate, slow_app
+from rest_support import create_slow_task, follow_and_cancel_over, slow_app
 
-from parley.client import A2AClient, user_message
+from parley.client import A2AClient
 from parley.protocol import models as m
-from parley.protocol.operations import Operation
+from support import Gate
 
 S = m.TaskState
 GRPC = "grpc-1.0"
@@ -58,11 +57,6 @@ async def connect(url: str, binding: str) -> A2AClient:
     client = await A2AClient.connect(url, version=version, bindings=[name])
     assert (client.binding, client.version) == (name, version)
     return client
-
-
-def chunk_text(ev: m.StreamEvent) -> str:
-    assert isinstance(ev, m.TaskArtifactUpdateEvent), ev
-    return "".join(p.text or "" for p in ev.artifact.parts)
 
 
 @pytest.fixture
@@ -91,61 +85,10 @@ async def test_create_over_one_binding_and_follow_over_another(grpc_server, crea
     url = f"{srv.url}/a2a/slow"
     async with await connect(url, creator) as a, await connect(url, reader) as b:
         # Create over `creator`: stream until the first chunk, then hang up.
-        stream = a.transport.stream(Operation.STREAM, m.SendMessageRequest(message=user_message("go slowly")))
-        seen = []
-        async with asyncio.timeout(WAIT):
-            async for item in stream:
-                seen.append(item)
-                if isinstance(item.event, m.TaskArtifactUpdateEvent):
-                    break
-        await stream.aclose()
-        task = seen[0].event
-        assert isinstance(task, m.Task)
-        assert chunk_text(seen[-1].event) == SLOW_FIRST
+        seen = await create_slow_task(a)
         if creator == GRPC:
             assert all(item.event_id is None for item in seen)  # gRPC has no per-message id
         else:
             assert all(item.event_id is not None for item in seen)
             assert seen[0].event_id == TASK_ENTRY_ID
-        replay_from = seen[0].event_id or TASK_ENTRY_ID
-
-        # Get over `reader`.
-        got = await asyncio.wait_for(b.get(task.id), WAIT)
-        assert got.id == task.id and got.context_id == task.context_id
-        assert got.status.state is S.WORKING
-        assert [x.artifact_id for x in got.artifacts] == [SLOW_ARTIFACT_ID]
-        assert "".join(p.text or "" for p in got.artifacts[0].parts) == SLOW_FIRST
-        assert [msg.text() for msg in got.history] == ["go slowly"]
-
-        # Resubscribe over `reader` after the task's first entry: the same events, then live ones.
-        replay = b.resubscribe(task.id, last_event_id=replay_from)
-        replayed = []
-        async with asyncio.timeout(WAIT):
-            async for ev in replay:
-                replayed.append(ev)
-                if isinstance(ev, m.TaskArtifactUpdateEvent):
-                    break
-        assert [type(ev) for ev in replayed] == [type(item.event) for item in seen[1:]]
-        assert all(ev.task_id == task.id for ev in replayed)
-        assert chunk_text(replayed[-1]) == SLOW_FIRST
-
-        # Resubscribe over `reader` without an id: the snapshot first.
-        resub = b.resubscribe(task.id)
-        first = await asyncio.wait_for(anext(resub), WAIT)
-        assert isinstance(first, m.Task) and first.id == task.id and first.status.state is S.WORKING
-        assert [x.artifact_id for x in first.artifacts] == [SLOW_ARTIFACT_ID]
-
-        # Cancel over `reader`: both open streams see it and close.
-        canceled = await asyncio.wait_for(b.cancel(task.id), WAIT)
-        assert canceled.id == task.id and canceled.status.state is S.CANCELED
-        async with asyncio.timeout(WAIT):
-            rest = [ev async for ev in resub]
-            more = [ev async for ev in replay]
-        assert isinstance(rest[-1], m.TaskStatusUpdateEvent) and rest[-1].status.state is S.CANCELED
-        assert isinstance(more[-1], m.TaskStatusUpdateEvent) and more[-1].status.state is S.CANCELED
-
-        # And the creator sees the same final task.
-        final = await asyncio.wait_for(a.get(task.id), WAIT)
-        assert final.status.state is S.CANCELED
-        assert [x.artifact_id for x in final.artifacts] == [SLOW_ARTIFACT_ID]
-        assert [msg.text() for msg in final.history] == ["go slowly"]
+        await follow_and_cancel_over(b, a, seen, replay_from=seen[0].event_id or TASK_ENTRY_ID)

@@ -55,10 +55,9 @@ from parley.client import A2AClient
 from parley.protocol import models as m
 from parley.protocol.states import is_terminal
 from parley.tasks.engine import RESTART_MESSAGE, RESUME_MESSAGE
-from support import free_port
+from support import PARLEY, free_port, stopped_at_end
+from support import ServeProcess as Server  # also the `parley serve` process of the other e2e tests
 
-_SCRIPT = Path(sys.executable).with_name("parley")
-PARLEY = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "parley.cli"]
 WAIT = 30.0  # upper bound of one observable step (a server start, a task finishing); a failure detector only
 S = m.TaskState
 
@@ -78,77 +77,21 @@ def other_port(*taken: int) -> int:
     return port
 
 
-class Server:
-    """One `parley serve` subprocess; its stdout and stderr go to a log file (shown when something fails)."""
-
-    def __init__(self, name: str, args: list[str], *, cwd: Path, port: int | None, port_flag: bool,
-                 env: dict[str, str]) -> None:
-        self.name = name
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = cwd / f"{name}.log"
-        self._out = self.log.open("w")
-        cmd = [*PARLEY, "serve", *(["--port", str(self.port)] if port_flag else []), "--log-level", "warning", *args]
-        self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=self._out, stderr=subprocess.STDOUT)
-
-    def output(self) -> str:
-        self._out.flush()
-        return self.log.read_text(errors="replace")
-
-    def wait_ready(self) -> Server:
-        deadline = time.monotonic() + WAIT
-        while True:  # bounded polling: /healthz answering is the readiness signal
-            if self.proc.poll() is not None:
-                raise AssertionError(f"parley serve ({self.name}) exited with {self.proc.returncode}:\n{self.output()}")
-            try:
-                if httpx.get(self.url + "/healthz", timeout=2).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError(f"parley serve ({self.name}) did not answer on {self.url}:\n{self.output()}")
-            time.sleep(0.05)
-
-    def terminate(self) -> int:
-        """SIGTERM, and wait for the process to exit."""
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-        return self.proc.wait(WAIT)
-
-    def kill(self) -> None:
-        """SIGKILL: the process dies at once, whatever it was doing."""
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(WAIT)
-
-    def close(self) -> None:
-        try:
-            if self.proc.poll() is None:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(WAIT)
-        finally:
-            self._out.close()
-
-
 Launch = Callable[..., Server]
 
 
 @pytest.fixture
 def launch(tmp_path: Path) -> Iterator[Launch]:
     """`launch(name, *args, port=None, port_flag=True, cwd=tmp_path, env={})`: a ready `parley serve`."""
-    started: list[Server] = []
+    with stopped_at_end(lambda srv: srv.close()) as started:
+        def start(name: str, *args: str, port: int | None = None, port_flag: bool = True, cwd: Path | None = None,
+                  env: dict[str, str] | None = None) -> Server:
+            srv = Server(name, list(args), cwd=cwd or tmp_path, port=port, port_flag=port_flag,
+                         env=server_env(**(env or {})), wait=WAIT)
+            started.append(srv)
+            return srv.wait_ready()
 
-    def start(name: str, *args: str, port: int | None = None, port_flag: bool = True, cwd: Path | None = None,
-              env: dict[str, str] | None = None) -> Server:
-        srv = Server(name, list(args), cwd=cwd or tmp_path, port=port, port_flag=port_flag,
-                     env=server_env(**(env or {})))
-        started.append(srv)
-        return srv.wait_ready()
-
-    try:
         yield start
-    finally:
-        for srv in started:
-            srv.close()
 
 
 def run_parley(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

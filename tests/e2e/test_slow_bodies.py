@@ -14,26 +14,14 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from bulky import BODY_MIN_RATE, BODY_SECONDS
-from test_serve_processes import WAIT, Server, server_env
+from test_serve_processes import WAIT, Server
 
 from support import closed_by_peer
 
 SLACK = 3.0  # seconds a loaded machine may add to the server's timer
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
-    srv = Server("bulky", ["--app", "bulky:app", "--memory"], cwd=tmp_path, port=None, port_flag=True,
-                 env=server_env())
-    try:
-        yield srv.wait_ready()
-    finally:
-        srv.close()
 
 
 def request_head(length: int) -> bytes:
@@ -62,33 +50,33 @@ def wait_closed(sock: socket.socket, started: float, *, trickle: bytes = b"", pa
 
 
 @pytest.mark.parametrize("sent", [0, 100], ids=["no-body", "partial-body"])
-def test_a_body_that_stops_is_cut(server: Server, sent: int) -> None:
+def test_a_body_that_stops_is_cut(bulky_server: Server, sent: int) -> None:
     """Headers announce 5000 bytes; `sent` of them come, then nothing: the server closes the connection within
     BODY_SECONDS + sent / BODY_MIN_RATE (plus slack), and says why in its log."""
-    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+    with socket.create_connection(("127.0.0.1", bulky_server.port)) as sock:
         sock.sendall(request_head(5000) + body_of(5000)[:sent])
         started = time.monotonic()
         took = wait_closed(sock, started)
     assert took < BODY_SECONDS + sent / BODY_MIN_RATE + SLACK, took
-    assert "its request body did not arrive within 1 s" in server.output()
+    assert "its request body did not arrive within 1 s" in bulky_server.output()
 
 
-def test_a_body_trickled_below_the_minimum_rate_is_cut(server: Server) -> None:
+def test_a_body_trickled_below_the_minimum_rate_is_cut(bulky_server: Server) -> None:
     """10 bytes every 0.1 s (100 bytes/s, a tenth of BODY_MIN_RATE) of a 100 kB body: cut long before it ends."""
-    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+    with socket.create_connection(("127.0.0.1", bulky_server.port)) as sock:
         sock.sendall(request_head(100_000))
         started = time.monotonic()
         took = wait_closed(sock, started, trickle=b" " * 10)
     assert took < BODY_SECONDS * 2 + SLACK, took
-    assert "its request body did not arrive" in server.output()
+    assert "its request body did not arrive" in bulky_server.output()
 
 
-def test_a_slow_but_steady_body_is_served(server: Server) -> None:
+def test_a_slow_but_steady_body_is_served(bulky_server: Server) -> None:
     """A 6000-byte body sent at about 2000 bytes/s (twice BODY_MIN_RATE) takes three times BODY_SECONDS and is
     answered: the connection is not cut and the request is served."""
     length = 6000
     body = body_of(length)
-    with socket.create_connection(("127.0.0.1", server.port)) as sock:
+    with socket.create_connection(("127.0.0.1", bulky_server.port)) as sock:
         sock.sendall(request_head(length))
         for i in range(0, length, 200):
             sock.sendall(body[i:i + 200])
@@ -97,8 +85,8 @@ def test_a_slow_but_steady_body_is_served(server: Server) -> None:
         answer = b""
         while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
             chunk = sock.recv(65536)
-            assert chunk, f"closed before the answer: {answer!r}\n{server.output()}"
+            assert chunk, f"closed before the answer: {answer!r}\n{bulky_server.output()}"
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 200"), answer
     assert b"not found" in answer.lower() or b"TaskNotFound" in answer, answer
-    assert "request body did not arrive" not in server.output()
+    assert "request body did not arrive" not in bulky_server.output()

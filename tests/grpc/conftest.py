@@ -24,7 +24,7 @@ class GrpcLive:
 
 @pytest.fixture
 def gate() -> Iterator[Any]:
-    from grpc_support import Gate
+    from support import Gate
 
     g = Gate()
     yield g

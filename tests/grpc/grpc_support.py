@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import threading
 from typing import Any
 
-from support import require
+from support import Gate, require
 
 # Without grpcio / googleapis-common-protos every module that imports this one is skipped (failed under CI=true).
 require("grpc", "grpc")
@@ -40,36 +39,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-class Gate:
-    """A one-shot latch: agents (on the server's loop) `await gate.wait()`, any thread calls `open()`."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._opened = False
-        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
-
-    def open(self) -> None:
-        with self._lock:
-            self._opened = True
-            waiters, self._waiters = self._waiters, []
-        for loop, event in waiters:
-            loop.call_soon_threadsafe(event.set)
-
-    async def wait(self) -> None:
-        event = asyncio.Event()
-        entry = (asyncio.get_running_loop(), event)
-        with self._lock:
-            if self._opened:
-                return
-            self._waiters.append(entry)
-        try:
-            await event.wait()
-        finally:
-            with self._lock:
-                if entry in self._waiters:
-                    self._waiters.remove(entry)
 
 
 def grpc_app(gate: Gate) -> Parley:

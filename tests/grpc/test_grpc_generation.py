@@ -10,12 +10,12 @@ import uuid
 
 from grpc_support import free_port
 
-from support import running
+from support import grpc_error_infos, running
 
 # isort: split
 # (grpc_support first: without grpcio it skips this module, or fails it under CI=true)
 import grpc
-from google.rpc import error_details_pb2, status_pb2
+from google.rpc import error_details_pb2
 
 from parley.agents.builtin import builtin_agents
 from parley.app import Parley
@@ -32,14 +32,8 @@ def user(text: str, task_id: str = "") -> pb.Message:
 
 
 def info_of(error: grpc.RpcError) -> error_details_pb2.ErrorInfo:
-    for key, value in error.trailing_metadata() or ():
-        if key == "grpc-status-details-bin":
-            status = status_pb2.Status.FromString(value)
-            for detail in status.details:
-                info = error_details_pb2.ErrorInfo()
-                if detail.Unpack(info):
-                    return info
-    return error_details_pb2.ErrorInfo()
+    infos = grpc_error_infos(error)
+    return infos[0] if infos else error_details_pb2.ErrorInfo()
 
 
 def test_generation_over_grpc() -> None:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from grpc_support import CHUNKS, SLOW_FIRST, SLOW_LAST, WAIT, artifact_text, text_of
 
-from support import require
+from support import drain_within, require, sdk_message, sdk_parts_text
 
 # isort: split
 # (grpc_support first: without grpcio it skips this module, or fails it under CI=true)
@@ -95,21 +95,8 @@ async def sdk_client(target: str, tenant: str, *, streaming: bool) -> AsyncItera
         await client.close()
 
 
-def user_message(text: str, *, task_id: str | None = None, context_id: str | None = None) -> Message:
-    msg = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)])
-    if task_id:
-        msg.task_id = task_id
-    if context_id:
-        msg.context_id = context_id
-    return msg
-
-
 def state(value: int) -> str:
     return TaskState.Name(value)
-
-
-def parts_text(parts: Any) -> str:
-    return "".join(p.text for p in parts if p.WhichOneof("content") == "text")
 
 
 def summarize(ev: StreamResponse) -> tuple:
@@ -120,33 +107,27 @@ def summarize(ev: StreamResponse) -> tuple:
         return ("status", state(ev.status_update.status.state))
     if kind == "artifact_update":
         au = ev.artifact_update
-        return ("artifact", parts_text(au.artifact.parts), au.append, au.last_chunk)
+        return ("artifact", sdk_parts_text(au.artifact.parts), au.append, au.last_chunk)
     return (kind,)
 
 
 async def take(stream: AsyncIterator[Any], until=None) -> list:
-    out = []
-    async with asyncio.timeout(WAIT):
-        async for ev in stream:
-            out.append(ev)
-            if until is not None and until(ev):
-                break
-    return out
+    return await drain_within(stream, WAIT, until)
 
 
 async def test_sdk_send_blocking(grpc_live):
     async with sdk_client(grpc_live.target, "chunks", streaming=False) as client:
-        events = [ev async for ev in client.send_message(SendMessageRequest(message=user_message("hello")))]
+        events = [ev async for ev in client.send_message(SendMessageRequest(message=sdk_message("hello")))]
     assert [ev.WhichOneof("payload") for ev in events] == ["task"]
     task = events[0].task
     assert state(task.status.state) == "TASK_STATE_COMPLETED"
-    assert "".join(parts_text(a.parts) for a in task.artifacts) == TEXT
-    assert parts_text(task.history[0].parts) == "hello" and task.history[0].role == Role.ROLE_USER
+    assert "".join(sdk_parts_text(a.parts) for a in task.artifacts) == TEXT
+    assert sdk_parts_text(task.history[0].parts) == "hello" and task.history[0].role == Role.ROLE_USER
 
 
 async def test_sdk_stream(grpc_live):
     async with sdk_client(grpc_live.target, "chunks", streaming=True) as client:
-        events = [summarize(ev) async for ev in client.send_message(SendMessageRequest(message=user_message("x")))]
+        events = [summarize(ev) async for ev in client.send_message(SendMessageRequest(message=sdk_message("x")))]
     assert events[0] == ("task", "TASK_STATE_SUBMITTED")
     assert events[-1] == ("status", "TASK_STATE_COMPLETED")
     assert [e for e in events if e[0] == "artifact"] == [
@@ -157,31 +138,31 @@ async def test_sdk_stream(grpc_live):
 
 async def test_sdk_get_and_list(grpc_live):
     async with sdk_client(grpc_live.target, "chunks", streaming=False) as client:
-        first = [ev async for ev in client.send_message(SendMessageRequest(message=user_message("a")))][-1].task
-        again = user_message("b", context_id=first.context_id)
+        first = [ev async for ev in client.send_message(SendMessageRequest(message=sdk_message("a")))][-1].task
+        again = sdk_message("b", context_id=first.context_id)
         second = [ev async for ev in client.send_message(SendMessageRequest(message=again))][-1].task
         got = await client.get_task(GetTaskRequest(id=first.id, history_length=1))
         listed = await client.list_tasks(ListTasksRequest(context_id=first.context_id, page_size=1))
         rest = await client.list_tasks(ListTasksRequest(context_id=first.context_id, page_token=listed.next_page_token))
     assert got.id == first.id and state(got.status.state) == "TASK_STATE_COMPLETED"
-    assert [parts_text(msg.parts) for msg in got.history] == ["a"]
+    assert [sdk_parts_text(msg.parts) for msg in got.history] == ["a"]
     assert listed.total_size == 2 and len(listed.tasks) == 1 and listed.next_page_token
     assert {listed.tasks[0].id, rest.tasks[0].id} == {first.id, second.id}
 
 
 async def test_sdk_tenant_selects_the_agent(grpc_live):
     async with sdk_client(grpc_live.target, "ask", streaming=False) as client:
-        asked = [ev async for ev in client.send_message(SendMessageRequest(message=user_message("hi")))][-1].task
+        asked = [ev async for ev in client.send_message(SendMessageRequest(message=sdk_message("hi")))][-1].task
         assert state(asked.status.state) == "TASK_STATE_INPUT_REQUIRED"
-        reply = user_message("Ada", task_id=asked.id, context_id=asked.context_id)
+        reply = sdk_message("Ada", task_id=asked.id, context_id=asked.context_id)
         done = [ev async for ev in client.send_message(SendMessageRequest(message=reply))][-1].task
     assert state(done.status.state) == "TASK_STATE_COMPLETED"
-    assert "".join(parts_text(a.parts) for a in done.artifacts) == "Hello, Ada!"
+    assert "".join(sdk_parts_text(a.parts) for a in done.artifacts) == "Hello, Ada!"
 
 
 async def test_sdk_cancel_running_task(grpc_live):
     async with sdk_client(grpc_live.target, "slow", streaming=True) as client:
-        stream = client.send_message(SendMessageRequest(message=user_message("go slowly")))
+        stream = client.send_message(SendMessageRequest(message=sdk_message("go slowly")))
         async with aclosing(stream):
             seen = await take(stream, until=lambda ev: ev.WhichOneof("payload") == "artifact_update")
             task_id = seen[0].task.id
@@ -195,7 +176,7 @@ async def test_sdk_cancel_running_task(grpc_live):
 
 async def test_sdk_subscribe(grpc_live):
     async with sdk_client(grpc_live.target, "slow", streaming=True) as client:
-        request = SendMessageRequest(message=user_message("go"),
+        request = SendMessageRequest(message=sdk_message("go"),
                                      configuration=SendMessageConfiguration(return_immediately=True))
         stream = client.send_message(request)
         async with aclosing(stream):
@@ -210,14 +191,14 @@ async def test_sdk_subscribe(grpc_live):
         assert rest[-1] == ("status", "TASK_STATE_COMPLETED")
         assert ("artifact", SLOW_LAST, True, True) in rest
         got = await client.get_task(GetTaskRequest(id=task_id))
-        assert "".join(parts_text(a.parts) for a in got.artifacts) == SLOW_FIRST + SLOW_LAST
+        assert "".join(sdk_parts_text(a.parts) for a in got.artifacts) == SLOW_FIRST + SLOW_LAST
 
 
 async def test_sdk_sees_typed_errors(grpc_live):
     async with sdk_client(grpc_live.target, "chunks", streaming=True) as client:
         with pytest.raises(SdkTaskNotFoundError):
             await client.get_task(GetTaskRequest(id="no-such-task"))
-        done = await take(client.send_message(SendMessageRequest(message=user_message("x"))))
+        done = await take(client.send_message(SendMessageRequest(message=sdk_message("x"))))
         task_id = done[0].task.id
         with pytest.raises(SdkTaskNotCancelableError):
             await client.cancel_task(CancelTaskRequest(id=task_id))

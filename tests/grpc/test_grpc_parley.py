@@ -8,7 +8,6 @@ wire: the code, the message and the google.rpc.Status trailer.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from contextlib import aclosing
 
@@ -35,19 +34,14 @@ from parley.protocol.errors import (
     UnsupportedOperationError,
 )
 from parley.protocol.operations import Operation
+from support import drain_within
 
 TEXT = "".join(CHUNKS)
 
 
 async def collect(stream, until=None) -> list:
     """Events of a Parley client stream until it ends (or `until(event)` is true), within WAIT."""
-    out = []
-    async with asyncio.timeout(WAIT):
-        async for ev in stream:
-            out.append(ev)
-            if until is not None and until(ev):
-                break
-    return out
+    return await drain_within(stream, WAIT, until)
 
 
 def kinds(events: list) -> list[str]:

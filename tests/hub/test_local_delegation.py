@@ -32,7 +32,7 @@ from parley.protocol import models as m
 from parley.protocol.errors import A2AError, TaskNotFoundError
 from parley.protocol.operations import Operation
 from parley.server.access import Access, Credentials, Principal
-from support import LiveServer
+from support import LiveServer, drain_within
 
 S = m.TaskState
 WAIT = 15.0  # the longest one observable step may take before the test fails; never a pacing delay
@@ -166,13 +166,7 @@ def uid(prefix: str) -> str:
 
 
 async def collect(stream: AsyncIterator[Any], until: Any = None) -> list[Any]:
-    out = []
-    async with asyncio.timeout(WAIT):
-        async for ev in stream:
-            out.append(ev)
-            if until is not None and until(ev):
-                break
-    return out
+    return await drain_within(stream, WAIT, until)
 
 
 def texts(events: list[Any]) -> list[str]:

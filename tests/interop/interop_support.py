@@ -11,24 +11,21 @@ own virtualenv through `sdk03_driver.py`; see `test_interop_sdk03.py`.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import threading
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 import httpx
 from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
-from a2a.types import AgentCard, Message, Part, Role, StreamResponse, Task, TaskState
+from a2a.types import AgentCard, StreamResponse
 from a2a.utils.constants import TransportProtocol
 
 from parley.agents.base import ArtifactChunk, RunContext
 from parley.app import Parley, Settings
 from parley.protocol import models as m
+from support import Gate, drain_within, next_within
 
 # Bounded waits: the longest any single step may take before a test fails.
 WAIT = 20.0
@@ -51,44 +48,6 @@ SLOW_ARTIFACT_ID = "slow-output"
 # --- a gate an agent awaits and a test (another thread) opens -----------------
 
 
-class Gate:
-    """A one-shot latch: agents `await gate.wait()`, any thread calls `gate.open()`.
-
-    Waiting agents run on the server's event loop (uvicorn's thread); `open()`
-    wakes them with `call_soon_threadsafe`, so nothing polls or sleeps.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._opened = False
-        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
-
-    @property
-    def opened(self) -> bool:
-        return self._opened
-
-    def open(self) -> None:
-        with self._lock:
-            self._opened = True
-            waiters, self._waiters = self._waiters, []
-        for loop, event in waiters:
-            loop.call_soon_threadsafe(event.set)
-
-    async def wait(self, timeout: float = GATE_TIMEOUT) -> None:
-        event = asyncio.Event()
-        entry = (asyncio.get_running_loop(), event)
-        with self._lock:
-            if self._opened:
-                return
-            self._waiters.append(entry)
-        try:
-            await asyncio.wait_for(event.wait(), timeout)
-        finally:
-            with self._lock:
-                if entry in self._waiters:
-                    self._waiters.remove(entry)
-
-
 def slow_app(gate: Gate, settings: Settings | None = None) -> Parley:
     """A Parley app with `slow` (default) and `release` agents sharing `gate`.
 
@@ -105,7 +64,7 @@ def slow_app(gate: Gate, settings: Settings | None = None) -> Parley:
             append=False,
             last_chunk=False,
         )
-        await gate.wait()
+        await gate.wait(GATE_TIMEOUT)
         yield ArtifactChunk(
             m.Artifact(artifact_id=SLOW_ARTIFACT_ID, name="response", parts=[m.Part(text=SLOW_SECOND)]),
             append=True,
@@ -251,64 +210,14 @@ async def sdk_client(agent_url: str, flavour: str, *, streaming: bool) -> AsyncI
         await http.aclose()
 
 
-def user_message(text: str, *, task_id: str | None = None, context_id: str | None = None) -> Message:
-    msg = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)])
-    if task_id:
-        msg.task_id = task_id
-    if context_id:
-        msg.context_id = context_id
-    return msg
-
-
 # --- reading what the SDK returns ------------------------------------------------
-
-
-def state_name(state: int) -> str:
-    """TASK_STATE_INPUT_REQUIRED -> 'input-required' (the 0.3 spelling, shared with the driver)."""
-    return TaskState.Name(state).removeprefix("TASK_STATE_").lower().replace("_", "-")
-
-
-def parts_text(parts: Any) -> str:
-    return "".join(p.text for p in parts if p.WhichOneof("content") == "text")
-
-
-def artifact_text(task: Task) -> str:
-    return "".join(parts_text(a.parts) for a in task.artifacts)
-
-
-def history_texts(task: Task) -> list[tuple[str, str]]:
-    return [("user" if msg.role == Role.ROLE_USER else "agent", parts_text(msg.parts)) for msg in task.history]
-
-
-def summarize(ev: StreamResponse) -> dict[str, Any]:
-    """One streamed event as a small dict (same shape as the 0.3.26 driver's output)."""
-    kind = ev.WhichOneof("payload")
-    if kind == "task":
-        return {"kind": "task", "taskId": ev.task.id, "contextId": ev.task.context_id,
-                "state": state_name(ev.task.status.state)}
-    if kind == "status_update":
-        su = ev.status_update
-        out = {"kind": "status", "taskId": su.task_id, "contextId": su.context_id, "state": state_name(su.status.state)}
-        if su.status.HasField("message"):
-            out["text"] = parts_text(su.status.message.parts)
-        return out
-    if kind == "artifact_update":
-        au = ev.artifact_update
-        return {"kind": "artifact", "taskId": au.task_id, "contextId": au.context_id,
-                "artifactId": au.artifact.artifact_id, "text": parts_text(au.artifact.parts),
-                "append": au.append, "lastChunk": au.last_chunk}
-    if kind == "message":
-        return {"kind": "message", "text": parts_text(ev.message.parts)}
-    return {"kind": str(kind)}
 
 
 async def next_event(stream: AsyncIterator[StreamResponse]) -> StreamResponse:
     """The next event of an SDK stream, within the bounded wait (same task: no cross-task iteration)."""
-    async with asyncio.timeout(WAIT):
-        return await anext(stream)
+    return await next_within(stream, WAIT)
 
 
 async def drain(stream: AsyncIterator[StreamResponse]) -> list[StreamResponse]:
     """Every remaining event until the server closes the stream (bounded)."""
-    async with asyncio.timeout(WAIT):
-        return [ev async for ev in stream]
+    return await drain_within(stream, WAIT)

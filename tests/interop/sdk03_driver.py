@@ -25,14 +25,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
-import traceback
-import uuid
 import warnings
 from collections.abc import AsyncIterator
 from contextlib import aclosing, asynccontextmanager
-from importlib.metadata import version as dist_version
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -41,8 +38,6 @@ from a2a.client.errors import A2AClientJSONRPCError
 from a2a.types import (
     Message,
     MessageSendParams,
-    Part,
-    Role,
     SendMessageRequest,
     SendStreamingMessageRequest,
     Task,
@@ -50,28 +45,15 @@ from a2a.types import (
     TaskIdParams,
     TaskQueryParams,
     TaskStatusUpdateEvent,
-    TextPart,
 )
 
-WAIT = 20.0
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for sdk03_driving (this runs as a script)
+from sdk03_driving import WAIT, bounded, error_of, next_event, parts_text, raw, report, user_message
+
 ECHO_TEXT = "one two three four five six seven"
 
 
 # --- helpers ---------------------------------------------------------------------
-
-
-def user_message(text: str, *, task_id: str | None = None, context_id: str | None = None) -> Message:
-    return Message(
-        message_id=str(uuid.uuid4()),
-        role=Role.user,
-        parts=[Part(root=TextPart(text=text))],
-        task_id=task_id,
-        context_id=context_id,
-    )
-
-
-def parts_text(parts: list[Part] | None) -> str:
-    return "".join(p.root.text for p in parts or [] if isinstance(p.root, TextPart))
 
 
 def task_view(task: Task) -> dict[str, Any]:
@@ -114,19 +96,6 @@ def client_event_view(event: Any) -> dict[str, Any]:
     view = event_view(task if update is None else update)
     view["aggregate"] = task_view(task)  # the SDK's ClientTaskManager view after this event
     return view
-
-
-async def bounded(awaitable: Any) -> Any:
-    return await asyncio.wait_for(awaitable, WAIT)
-
-
-async def next_event(stream: AsyncIterator[Any]) -> Any:
-    async with asyncio.timeout(WAIT):
-        return await anext(stream)
-
-
-def raw(event: Any) -> Any:
-    return event
 
 
 async def drain(stream: AsyncIterator[Any], view: Any = client_event_view) -> list[Any]:
@@ -326,22 +295,14 @@ async def scenario_nonblocking_resubscribe(run: Run) -> dict[str, Any]:
 async def scenario_errors(run: Run) -> dict[str, Any]:
     out: dict[str, Any] = {}
     async with run.client(streaming=False) as client:
-        try:
-            await bounded(client.get_task(TaskQueryParams(id="no-such-task")))
-            out["getUnknown"] = None
-        except A2AClientJSONRPCError as exc:
-            out["getUnknown"] = jsonrpc_error(exc)
+        out["getUnknown"] = await error_of(client.get_task(TaskQueryParams(id="no-such-task")),
+                                           A2AClientJSONRPCError, jsonrpc_error)
         task, _ = (await drain(client.send_message(user_message("x")), view=raw))[0]
-        try:
-            await bounded(client.cancel_task(TaskIdParams(id=task.id)))
-            out["cancelFinished"] = None
-        except A2AClientJSONRPCError as exc:
-            out["cancelFinished"] = jsonrpc_error(exc)
-        try:
-            await drain(client.send_message(user_message("more", task_id=task.id, context_id=task.context_id)), view=raw)
-            out["sendToFinished"] = None
-        except A2AClientJSONRPCError as exc:
-            out["sendToFinished"] = jsonrpc_error(exc)
+        out["cancelFinished"] = await error_of(client.cancel_task(TaskIdParams(id=task.id)),
+                                               A2AClientJSONRPCError, jsonrpc_error)
+        more = user_message("more", task_id=task.id, context_id=task.context_id)
+        out["sendToFinished"] = await error_of(drain(client.send_message(more), view=raw),
+                                               A2AClientJSONRPCError, jsonrpc_error)
     return out
 
 
@@ -366,21 +327,7 @@ def main() -> int:
     parser.add_argument("--agent", default="", help="agent path below BASE_URL ('' = default agent)")
     parser.add_argument("--release", default=None, help="path of the agent that releases the slow agent")
     args = parser.parse_args()
-    out: dict[str, Any] = {"sdkVersion": dist_version("a2a-sdk"), "scenario": args.scenario}
-    status = 0
-    try:
-        out["result"] = asyncio.run(main_async(args))
-    except Exception as exc:  # noqa: BLE001 - report, do not crash: the test shows this
-        status = 1
-        out["error"] = {
-            "type": type(exc).__name__,
-            "message": str(exc),
-            "code": getattr(getattr(exc, "error", None), "code", None),
-            "traceback": traceback.format_exc(),
-        }
-    sys.stdout.write(json.dumps(out) + "\n")
-    sys.stdout.flush()
-    return status
+    return report(lambda: main_async(args), {"scenario": args.scenario})
 
 
 if __name__ == "__main__":

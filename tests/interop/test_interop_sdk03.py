@@ -37,6 +37,7 @@ from interop_support import (
 )
 
 from parley.app import Settings
+from support import interviewer_question, interviewer_thanks
 
 pytestmark = pytest.mark.interop
 
@@ -154,14 +155,6 @@ def drive(python: Path, base_url: str, scenario: str, *args: str) -> dict[str, A
     return out["result"]
 
 
-def question_for(first: str) -> str:
-    return f"You said {first!r}. Why does that matter to you?"
-
-
-def answer_for(first: str, second: str) -> str:
-    return f"Thank you. You said {first!r}, and it matters because {second!r}."
-
-
 def assert_one_task(events: list[dict]) -> tuple[str, str]:
     task_id, ctx = events[0]["taskId"], events[0]["contextId"]
     assert all(ev["taskId"] == task_id and ev["contextId"] == ctx for ev in events), events
@@ -250,12 +243,12 @@ def test_sdk03_multiturn_blocking(server, sdk03_python):
     first, second = result["first"], result["second"]
     t1, t2, got = result["turn1"], result["turn2"], result["got"]
     assert t1["state"] == "input-required"
-    assert t1["statusText"] == question_for(first)
+    assert t1["statusText"] == interviewer_question(first)
     assert t1["artifactText"] == ""
     assert t2["id"] == t1["id"] and t2["contextId"] == t1["contextId"]
     assert t2["state"] == "completed"
-    assert t2["artifactText"] == answer_for(first, second)
-    assert [h[:2] for h in got["history"]] == [["user", first], ["agent", question_for(first)], ["user", second]]
+    assert t2["artifactText"] == interviewer_thanks(first, second)
+    assert [h[:2] for h in got["history"]] == [["user", first], ["agent", interviewer_question(first)], ["user", second]]
     assert {(h[2], h[3]) for h in got["history"]} == {(t1["id"], t1["contextId"])}
 
 
@@ -266,13 +259,13 @@ def test_sdk03_multiturn_streaming(server, sdk03_python):
     task_id, ctx = assert_one_task(turn1)
     assert turn1[0]["kind"] == "task"
     assert turn1[-1]["kind"] == "status" and turn1[-1]["state"] == "input-required"
-    assert turn1[-1]["text"] == question_for(first)
+    assert turn1[-1]["text"] == interviewer_question(first)
     assert turn1[-1]["aggregate"]["state"] == "input-required"
 
     assert assert_one_task(turn2) == (task_id, ctx)
     assert turn2[0]["kind"] == "task"
     assert turn2[-1]["kind"] == "status" and turn2[-1]["state"] == "completed"
-    assert "".join(ev["text"] for ev in turn2 if ev["kind"] == "artifact") == answer_for(first, second)
+    assert "".join(ev["text"] for ev in turn2 if ev["kind"] == "artifact") == interviewer_thanks(first, second)
     assert_finals(turn2)
 
 

@@ -43,19 +43,23 @@ from interop_support import (
     V1_FLAVOURS,
     Gate,
     OpenGateOnKeepalive,
-    artifact_text,
     drain,
-    history_texts,
     next_event,
-    parts_text,
     sdk_client,
     slow_app,
-    state_name,
-    summarize,
-    user_message,
 )
 
 from parley.app import Settings
+from support import (
+    interviewer_question,
+    interviewer_thanks,
+    sdk_artifact_text,
+    sdk_history_texts,
+    sdk_message,
+    sdk_parts_text,
+    sdk_state_name,
+    sdk_summary,
+)
 
 pytestmark = pytest.mark.interop
 
@@ -90,28 +94,20 @@ def assert_wire_version(sdk, flavour: str) -> None:
     assert sdk.wire.versions == {EXPECTED_WIRE[flavour][0]}, sdk.wire.calls
 
 
-def question_for(first: str) -> str:
-    return f"You said {first!r}. Why does that matter to you?"
-
-
-def answer_for(first: str, second: str) -> str:
-    return f"Thank you. You said {first!r}, and it matters because {second!r}."
-
-
 # --- send (blocking) ------------------------------------------------------------
 
 
 async def test_send_blocking_returns_completed_echo_task(server, flavour):
     async with sdk_client(server.url, flavour, streaming=False) as sdk:
-        events = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=user_message(ECHO_TEXT)))]
+        events = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=sdk_message(ECHO_TEXT)))]
 
     assert [ev.WhichOneof("payload") for ev in events] == ["task"]
     task = events[0].task
-    assert state_name(task.status.state) == "completed"
+    assert sdk_state_name(task.status.state) == "completed"
     assert task.id and task.context_id
-    assert artifact_text(task) == ECHO_TEXT
-    assert [parts_text(a.parts) for a in task.artifacts] == [ECHO_TEXT]
-    assert history_texts(task)[0] == ("user", ECHO_TEXT)
+    assert sdk_artifact_text(task) == ECHO_TEXT
+    assert [sdk_parts_text(a.parts) for a in task.artifacts] == [ECHO_TEXT]
+    assert sdk_history_texts(task)[0] == ("user", ECHO_TEXT)
     assert task.history[0].task_id == task.id and task.history[0].context_id == task.context_id
     assert sdk.wire.methods == [wire_method(flavour, "send")]
     assert_wire_version(sdk, flavour)
@@ -121,17 +117,17 @@ async def test_send_on_named_agent_path(server, flavour):
     """The client resolves the card under /a2a/echo and talks to the URL the card names."""
     async with sdk_client(f"{server.url}/a2a/echo", flavour, streaming=False) as sdk:
         assert {i.url for i in sdk.card.supported_interfaces} == {f"{server.url}/a2a/echo"}
-        events = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=user_message("hi there")))]
+        events = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=sdk_message("hi there")))]
     task = events[-1].task
-    assert state_name(task.status.state) == "completed"
-    assert artifact_text(task) == "hi there"
+    assert sdk_state_name(task.status.state) == "completed"
+    assert sdk_artifact_text(task) == "hi there"
 
 
 async def test_create_client_with_defaults_streams(server):
     """`create_client(url)` with no config: JSON-RPC, A2A 1.0, streaming (the card says streaming: true)."""
     client = await create_client(server.url)
     try:
-        events = [summarize(ev) async for ev in client.send_message(SendMessageRequest(message=user_message(ECHO_TEXT)))]
+        events = [sdk_summary(ev) async for ev in client.send_message(SendMessageRequest(message=sdk_message(ECHO_TEXT)))]
     finally:
         await client.close()
     assert events[0]["kind"] == "task"
@@ -145,8 +141,8 @@ async def test_create_client_with_defaults_streams(server):
 async def test_stream_yields_task_then_chunks_then_completed(server, flavour):
     async with sdk_client(server.url, flavour, streaming=True) as sdk:
         events = [
-            summarize(ev)
-            async for ev in sdk.client.send_message(SendMessageRequest(message=user_message(ECHO_TEXT)))
+            sdk_summary(ev)
+            async for ev in sdk.client.send_message(SendMessageRequest(message=sdk_message(ECHO_TEXT)))
         ]
         assert sdk.wire.methods == [wire_method(flavour, "stream")]
         assert_wire_version(sdk, flavour)
@@ -174,7 +170,7 @@ async def test_stream_yields_task_then_chunks_then_completed(server, flavour):
 
 async def test_get_task_returns_the_finished_task(server, flavour):
     async with sdk_client(server.url, flavour, streaming=False) as sdk:
-        sent = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=user_message(ECHO_TEXT)))]
+        sent = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=sdk_message(ECHO_TEXT)))]
         task_id = sent[-1].task.id
         got = await sdk.client.get_task(GetTaskRequest(id=task_id))
         assert sdk.wire.methods == [wire_method(flavour, "send"), wire_method(flavour, "get")]
@@ -182,9 +178,9 @@ async def test_get_task_returns_the_finished_task(server, flavour):
 
     assert got.id == task_id
     assert got.context_id == sent[-1].task.context_id
-    assert state_name(got.status.state) == "completed"
-    assert artifact_text(got) == ECHO_TEXT
-    assert history_texts(got) == [("user", ECHO_TEXT)]
+    assert sdk_state_name(got.status.state) == "completed"
+    assert sdk_artifact_text(got) == ECHO_TEXT
+    assert sdk_history_texts(got) == [("user", ECHO_TEXT)]
 
 
 async def test_get_unknown_task_raises_task_not_found(server, flavour):
@@ -199,18 +195,18 @@ async def test_get_unknown_task_raises_task_not_found(server, flavour):
 async def test_list_tasks_filters_by_context_and_pages(server, v1_flavour):
     async with sdk_client(server.url, v1_flavour, streaming=False) as sdk:
         c = sdk.client
-        first = [ev async for ev in c.send_message(SendMessageRequest(message=user_message("alpha")))][-1].task
+        first = [ev async for ev in c.send_message(SendMessageRequest(message=sdk_message("alpha")))][-1].task
         ctx = first.context_id
         second = [
-            ev async for ev in c.send_message(SendMessageRequest(message=user_message("beta", context_id=ctx)))
+            ev async for ev in c.send_message(SendMessageRequest(message=sdk_message("beta", context_id=ctx)))
         ][-1].task
-        other = [ev async for ev in c.send_message(SendMessageRequest(message=user_message("gamma")))][-1].task
+        other = [ev async for ev in c.send_message(SendMessageRequest(message=sdk_message("gamma")))][-1].task
         assert second.context_id == ctx and other.context_id != ctx
 
         in_ctx = await c.list_tasks(ListTasksRequest(context_id=ctx))
         assert {t.id for t in in_ctx.tasks} == {first.id, second.id}
         assert in_ctx.total_size == 2
-        assert all(state_name(t.status.state) == "completed" for t in in_ctx.tasks)
+        assert all(sdk_state_name(t.status.state) == "completed" for t in in_ctx.tasks)
 
         everything = await c.list_tasks(ListTasksRequest())
         assert {first.id, second.id, other.id} <= {t.id for t in everything.tasks}
@@ -223,7 +219,7 @@ async def test_list_tasks_filters_by_context_and_pages(server, v1_flavour):
         # Artifacts only on request; historyLength 0 means no history.
         assert all(len(t.artifacts) == 0 for t in in_ctx.tasks)
         full = await c.list_tasks(ListTasksRequest(context_id=ctx, include_artifacts=True, history_length=0))
-        assert {t.id: artifact_text(t) for t in full.tasks} == {first.id: "alpha", second.id: "beta"}
+        assert {t.id: sdk_artifact_text(t) for t in full.tasks} == {first.id: "alpha", second.id: "beta"}
         assert all(len(t.history) == 0 for t in full.tasks)
 
         # statusTimestampAfter: ">=" the given time (spec 3.1.4).
@@ -252,85 +248,85 @@ async def test_multiturn_blocking(server, flavour):
     first_text, second_text = "I want to learn Rust", "it is fast and safe"
     async with sdk_client(f"{server.url}/a2a/interviewer", flavour, streaming=False) as sdk:
         c = sdk.client
-        turn1 = [ev async for ev in c.send_message(SendMessageRequest(message=user_message(first_text)))]
+        turn1 = [ev async for ev in c.send_message(SendMessageRequest(message=sdk_message(first_text)))]
         assert [ev.WhichOneof("payload") for ev in turn1] == ["task"]
         t1 = turn1[0].task
-        assert state_name(t1.status.state) == "input-required"
-        assert parts_text(t1.status.message.parts) == question_for(first_text)
+        assert sdk_state_name(t1.status.state) == "input-required"
+        assert sdk_parts_text(t1.status.message.parts) == interviewer_question(first_text)
         assert list(t1.artifacts) == []
 
-        follow_up = user_message(second_text, task_id=t1.id, context_id=t1.context_id)
+        follow_up = sdk_message(second_text, task_id=t1.id, context_id=t1.context_id)
         turn2 = [ev async for ev in c.send_message(SendMessageRequest(message=follow_up))]
         t2 = turn2[-1].task
         assert t2.id == t1.id and t2.context_id == t1.context_id
-        assert state_name(t2.status.state) == "completed"
-        assert artifact_text(t2) == answer_for(first_text, second_text)
+        assert sdk_state_name(t2.status.state) == "completed"
+        assert sdk_artifact_text(t2) == interviewer_thanks(first_text, second_text)
 
         got = await c.get_task(GetTaskRequest(id=t1.id))
-        assert history_texts(got) == [
+        assert sdk_history_texts(got) == [
             ("user", first_text),
-            ("agent", question_for(first_text)),
+            ("agent", interviewer_question(first_text)),
             ("user", second_text),
         ]
         assert all(msg.context_id == t1.context_id for msg in got.history)
         last_only = await c.get_task(GetTaskRequest(id=t1.id, history_length=1))
-        assert history_texts(last_only) == [("user", second_text)]
+        assert sdk_history_texts(last_only) == [("user", second_text)]
 
 
 async def test_multiturn_streaming(server, flavour):
     first_text, second_text = "I want to learn Rust", "it is fast and safe"
     async with sdk_client(f"{server.url}/a2a/interviewer", flavour, streaming=True) as sdk:
         c = sdk.client
-        turn1 = [summarize(ev) async for ev in c.send_message(SendMessageRequest(message=user_message(first_text)))]
+        turn1 = [sdk_summary(ev) async for ev in c.send_message(SendMessageRequest(message=sdk_message(first_text)))]
         assert turn1[0]["kind"] == "task"
         task_id, ctx = turn1[0]["taskId"], turn1[0]["contextId"]
         # The stream ends at the interrupted state, with the agent's question.
         assert turn1[-1] == {"kind": "status", "taskId": task_id, "contextId": ctx, "state": "input-required",
-                             "text": question_for(first_text)}
+                             "text": interviewer_question(first_text)}
 
-        follow_up = user_message(second_text, task_id=task_id, context_id=ctx)
-        turn2 = [summarize(ev) async for ev in c.send_message(SendMessageRequest(message=follow_up))]
+        follow_up = sdk_message(second_text, task_id=task_id, context_id=ctx)
+        turn2 = [sdk_summary(ev) async for ev in c.send_message(SendMessageRequest(message=follow_up))]
         assert turn2[0]["kind"] == "task"
         assert all(ev["taskId"] == task_id and ev["contextId"] == ctx for ev in turn2)
         assert turn2[-1]["kind"] == "status" and turn2[-1]["state"] == "completed"
         text = "".join(ev["text"] for ev in turn2 if ev["kind"] == "artifact")
-        assert text == answer_for(first_text, second_text)
+        assert text == interviewer_thanks(first_text, second_text)
         assert sdk.wire.methods == [wire_method(flavour, "stream")] * 2
 
 
 async def test_continue_with_task_id_only_infers_context(server, flavour):
     """Spec 3.4.3: with only taskId, the agent infers the contextId from the task."""
     async with sdk_client(f"{server.url}/a2a/interviewer", flavour, streaming=False) as sdk:
-        t1 = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=user_message("a")))][-1].task
-        assert state_name(t1.status.state) == "input-required"
-        follow_up = user_message("b", task_id=t1.id)
+        t1 = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=sdk_message("a")))][-1].task
+        assert sdk_state_name(t1.status.state) == "input-required"
+        follow_up = sdk_message("b", task_id=t1.id)
         t2 = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=follow_up))][-1].task
     assert t2.id == t1.id and t2.context_id == t1.context_id
-    assert state_name(t2.status.state) == "completed"
-    assert artifact_text(t2) == answer_for("a", "b")
+    assert sdk_state_name(t2.status.state) == "completed"
+    assert sdk_artifact_text(t2) == interviewer_thanks("a", "b")
 
 
 async def test_mismatched_context_is_rejected(server, flavour):
     """Spec 3.4.3: a message whose contextId differs from its task's is rejected."""
     async with sdk_client(f"{server.url}/a2a/interviewer", flavour, streaming=False) as sdk:
-        t1 = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=user_message("a")))][-1].task
-        wrong = user_message("b", task_id=t1.id, context_id=t1.context_id + "-other")
+        t1 = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=sdk_message("a")))][-1].task
+        wrong = sdk_message("b", task_id=t1.id, context_id=t1.context_id + "-other")
         with pytest.raises(InvalidParamsError):
             [ev async for ev in sdk.client.send_message(SendMessageRequest(message=wrong))]
         still = await sdk.client.get_task(GetTaskRequest(id=t1.id))
-    assert state_name(still.status.state) == "input-required"
+    assert sdk_state_name(still.status.state) == "input-required"
 
 
 async def test_message_to_unknown_task_is_task_not_found(server, flavour):
     async with sdk_client(server.url, flavour, streaming=False) as sdk:
         with pytest.raises(TaskNotFoundError):
-            [ev async for ev in sdk.client.send_message(SendMessageRequest(message=user_message("b", task_id="nope")))]
+            [ev async for ev in sdk.client.send_message(SendMessageRequest(message=sdk_message("b", task_id="nope")))]
 
 
 async def test_message_to_finished_task_is_rejected(server, flavour):
     async with sdk_client(server.url, flavour, streaming=False) as sdk:
-        done = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=user_message("x")))][-1].task
-        again = user_message("more", task_id=done.id, context_id=done.context_id)
+        done = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=sdk_message("x")))][-1].task
+        again = sdk_message("more", task_id=done.id, context_id=done.context_id)
         with pytest.raises(UnsupportedOperationError):
             [ev async for ev in sdk.client.send_message(SendMessageRequest(message=again))]
 
@@ -343,32 +339,32 @@ async def test_cancel_running_task(serve, flavour):
     srv = serve(slow_app(gate))
     async with sdk_client(srv.url, flavour, streaming=True) as sdk:
         c = sdk.client
-        async with aclosing(c.send_message(SendMessageRequest(message=user_message("go slowly")))) as stream:
-            first = summarize(await next_event(stream))
+        async with aclosing(c.send_message(SendMessageRequest(message=sdk_message("go slowly")))) as stream:
+            first = sdk_summary(await next_event(stream))
             assert first["kind"] == "task"
             task_id = first["taskId"]
             seen = [first]
             while seen[-1]["kind"] != "artifact":
-                seen.append(summarize(await next_event(stream)))
+                seen.append(sdk_summary(await next_event(stream)))
             assert seen[-1]["text"] == SLOW_FIRST
 
             running = await c.get_task(GetTaskRequest(id=task_id))
-            assert state_name(running.status.state) == "working"
-            assert artifact_text(running) == SLOW_FIRST
+            assert sdk_state_name(running.status.state) == "working"
+            assert sdk_artifact_text(running) == SLOW_FIRST
 
             canceled = await c.cancel_task(CancelTaskRequest(id=task_id))
             assert canceled.id == task_id
-            assert state_name(canceled.status.state) == "canceled"
+            assert sdk_state_name(canceled.status.state) == "canceled"
 
             # The open stream reports the cancellation, then closes.
-            rest = [summarize(ev) for ev in await drain(stream)]
+            rest = [sdk_summary(ev) for ev in await drain(stream)]
             assert rest, "the stream closed without reporting the canceled state"
             assert rest[-1]["kind"] == "status" and rest[-1]["state"] == "canceled"
             assert not [ev for ev in rest if ev["kind"] == "artifact"]
 
         got = await c.get_task(GetTaskRequest(id=task_id))
-        assert state_name(got.status.state) == "canceled"
-        assert artifact_text(got) == SLOW_FIRST
+        assert sdk_state_name(got.status.state) == "canceled"
+        assert sdk_artifact_text(got) == SLOW_FIRST
 
         with pytest.raises(TaskNotCancelableError):
             await c.cancel_task(CancelTaskRequest(id=task_id))
@@ -379,18 +375,18 @@ async def test_cancel_running_task(serve, flavour):
 async def test_cancel_input_required_task(server, flavour):
     """An interrupted task is not terminal: it can be canceled, and then takes no more input."""
     async with sdk_client(f"{server.url}/a2a/interviewer", flavour, streaming=False) as sdk:
-        t1 = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=user_message("a")))][-1].task
-        assert state_name(t1.status.state) == "input-required"
+        t1 = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=sdk_message("a")))][-1].task
+        assert sdk_state_name(t1.status.state) == "input-required"
         canceled = await sdk.client.cancel_task(CancelTaskRequest(id=t1.id))
-        assert canceled.id == t1.id and state_name(canceled.status.state) == "canceled"
-        late = user_message("b", task_id=t1.id, context_id=t1.context_id)
+        assert canceled.id == t1.id and sdk_state_name(canceled.status.state) == "canceled"
+        late = sdk_message("b", task_id=t1.id, context_id=t1.context_id)
         with pytest.raises(UnsupportedOperationError):
             [ev async for ev in sdk.client.send_message(SendMessageRequest(message=late))]
 
 
 async def test_cancel_finished_task_is_not_cancelable(server, flavour):
     async with sdk_client(server.url, flavour, streaming=False) as sdk:
-        done = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=user_message("x")))][-1].task
+        done = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=sdk_message("x")))][-1].task
         with pytest.raises(TaskNotCancelableError):
             await sdk.client.cancel_task(CancelTaskRequest(id=done.id))
 
@@ -400,11 +396,11 @@ async def test_cancel_finished_task_is_not_cancelable(server, flavour):
 
 async def _start_slow_stream(c):
     """Start a streaming send to the slow agent; return (stream, events up to the first artifact chunk)."""
-    stream = c.send_message(SendMessageRequest(message=user_message("go slowly")))
-    seen = [summarize(await next_event(stream))]
+    stream = c.send_message(SendMessageRequest(message=sdk_message("go slowly")))
+    seen = [sdk_summary(await next_event(stream))]
     assert seen[0]["kind"] == "task"
     while seen[-1]["kind"] != "artifact":
-        seen.append(summarize(await next_event(stream)))
+        seen.append(sdk_summary(await next_event(stream)))
     assert seen[-1]["text"] == SLOW_FIRST and seen[-1]["lastChunk"] is False
     return stream, seen
 
@@ -432,16 +428,16 @@ async def test_resubscribe_after_disconnect_delivers_the_rest(serve, flavour):
             # The first event of a resubscription is the task as it is now.
             assert snapshot.WhichOneof("payload") == "task"
             assert snapshot.task.id == task_id and snapshot.task.context_id == ctx
-            assert state_name(snapshot.task.status.state) == "working"
-            assert artifact_text(snapshot.task) == SLOW_FIRST
+            assert sdk_state_name(snapshot.task.status.state) == "working"
+            assert sdk_artifact_text(snapshot.task) == SLOW_FIRST
 
             gate.open()
-            rest = [summarize(ev) for ev in await drain(resub)]
+            rest = [sdk_summary(ev) for ev in await drain(resub)]
         _assert_rest_after_release(rest, task_id, ctx)
 
         got = await c.get_task(GetTaskRequest(id=task_id))
-        assert state_name(got.status.state) == "completed"
-        assert artifact_text(got) == SLOW_FIRST + SLOW_SECOND
+        assert sdk_state_name(got.status.state) == "completed"
+        assert sdk_artifact_text(got) == SLOW_FIRST + SLOW_SECOND
         assert sdk.wire.methods[:2] == [wire_method(flavour, "stream"), wire_method(flavour, "subscribe")]
 
 
@@ -458,8 +454,8 @@ async def test_resubscribe_alongside_the_original_stream(serve, flavour):
             assert snapshot.WhichOneof("payload") == "task" and snapshot.task.id == task_id
             gate.open()
             original_rest, resub_rest = await asyncio.gather(drain(stream), drain(resub))
-        original_rest = [summarize(ev) for ev in original_rest]
-        resub_rest = [summarize(ev) for ev in resub_rest]
+        original_rest = [sdk_summary(ev) for ev in original_rest]
+        resub_rest = [sdk_summary(ev) for ev in resub_rest]
         _assert_rest_after_release(original_rest, task_id, ctx)
         assert resub_rest == original_rest
 
@@ -467,7 +463,7 @@ async def test_resubscribe_alongside_the_original_stream(serve, flavour):
 async def test_subscribe_to_finished_task_is_unsupported(server, v1_flavour):
     """1.0 only: SubscribeToTask on a terminal task is UnsupportedOperationError (spec 3.1.6)."""
     async with sdk_client(server.url, v1_flavour, streaming=True) as sdk:
-        events = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=user_message("x")))]
+        events = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=sdk_message("x")))]
         task_id = events[0].task.id
         with pytest.raises(UnsupportedOperationError):
             async with aclosing(sdk.client.subscribe(SubscribeToTaskRequest(id=task_id))) as resub:
@@ -482,20 +478,20 @@ async def test_subscribe_to_input_required_task_follows_it_to_the_end(server, fl
         sdk_client(f"{server.url}/a2a/interviewer", flavour, streaming=True) as sdk,
         sdk_client(f"{server.url}/a2a/interviewer", flavour, streaming=False) as other,
     ):
-        first = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=user_message(first_text)))]
+        first = [ev async for ev in sdk.client.send_message(SendMessageRequest(message=sdk_message(first_text)))]
         task_id, ctx = first[0].task.id, first[0].task.context_id
         async with aclosing(sdk.client.subscribe(SubscribeToTaskRequest(id=task_id))) as resub:
             snapshot = await next_event(resub)
             assert snapshot.WhichOneof("payload") == "task" and snapshot.task.id == task_id
-            assert state_name(snapshot.task.status.state) == "input-required"
-            assert parts_text(snapshot.task.status.message.parts) == question_for(first_text)
-            answer = user_message(second_text, task_id=task_id, context_id=ctx)
+            assert sdk_state_name(snapshot.task.status.state) == "input-required"
+            assert sdk_parts_text(snapshot.task.status.message.parts) == interviewer_question(first_text)
+            answer = sdk_message(second_text, task_id=task_id, context_id=ctx)
             done = [ev async for ev in other.client.send_message(SendMessageRequest(message=answer))]
-            assert state_name(done[-1].task.status.state) == "completed"
-            rest = [summarize(ev) for ev in await drain(resub)]  # returns only because the server closed it
+            assert sdk_state_name(done[-1].task.status.state) == "completed"
+            rest = [sdk_summary(ev) for ev in await drain(resub)]  # returns only because the server closed it
     assert rest[0] == {"kind": "status", "taskId": task_id, "contextId": ctx, "state": "working"}
     assert rest[-1]["kind"] == "status" and rest[-1]["state"] == "completed"
-    assert "".join(ev["text"] for ev in rest if ev["kind"] == "artifact") == answer_for(first_text, second_text)
+    assert "".join(ev["text"] for ev in rest if ev["kind"] == "artifact") == interviewer_thanks(first_text, second_text)
 
 
 async def test_non_blocking_send_then_subscribe(serve, flavour):
@@ -505,11 +501,11 @@ async def test_non_blocking_send_then_subscribe(serve, flavour):
     config = SendMessageConfiguration(return_immediately=True)
     async with sdk_client(srv.url, flavour, streaming=False) as sender:
         sent = [ev async for ev in sender.client.send_message(
-            SendMessageRequest(message=user_message("go slowly"), configuration=config)
+            SendMessageRequest(message=sdk_message("go slowly"), configuration=config)
         )]
     assert [ev.WhichOneof("payload") for ev in sent] == ["task"]
     task = sent[0].task
-    assert state_name(task.status.state) in ("submitted", "working")
+    assert sdk_state_name(task.status.state) in ("submitted", "working")
 
     async with (
         sdk_client(srv.url, flavour, streaming=True) as sdk,
@@ -517,14 +513,14 @@ async def test_non_blocking_send_then_subscribe(serve, flavour):
     ):
         snapshot = await next_event(resub)
         assert snapshot.WhichOneof("payload") == "task" and snapshot.task.id == task.id
-        assert state_name(snapshot.task.status.state) in ("submitted", "working")
+        assert sdk_state_name(snapshot.task.status.state) in ("submitted", "working")
         gate.open()
-        rest = [summarize(ev) for ev in await drain(resub)]
+        rest = [sdk_summary(ev) for ev in await drain(resub)]
     assert rest[-1]["kind"] == "status" and rest[-1]["state"] == "completed"
     assert all(ev["taskId"] == task.id and ev["contextId"] == task.context_id for ev in rest)
     # Whatever part of the output the snapshot already had, the two together give all of it.
     streamed = "".join(ev["text"] for ev in rest if ev["kind"] == "artifact")
-    assert artifact_text(snapshot.task) + streamed == SLOW_FIRST + SLOW_SECOND
+    assert sdk_artifact_text(snapshot.task) + streamed == SLOW_FIRST + SLOW_SECOND
 
 
 async def test_stream_with_keepalive_comments(serve, flavour):
@@ -533,8 +529,8 @@ async def test_stream_with_keepalive_comments(serve, flavour):
     watched = OpenGateOnKeepalive(slow_app(gate, Settings(keepalive_seconds=0.05)), gate)
     srv = serve(watched)
     async with sdk_client(srv.url, flavour, streaming=True) as sdk:
-        events = [summarize(ev) for ev in await drain(
-            sdk.client.send_message(SendMessageRequest(message=user_message("go slowly")))
+        events = [sdk_summary(ev) for ev in await drain(
+            sdk.client.send_message(SendMessageRequest(message=sdk_message("go slowly")))
         )]
     assert watched.keepalives >= 1
     assert events[0]["kind"] == "task"

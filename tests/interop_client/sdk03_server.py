@@ -10,7 +10,8 @@ It serves, on 127.0.0.1:PORT, one A2AStarletteApplication per agent
 ``/<agent>/.well-known/agent-card.json``) and ``POST /_control/release/<task id>``
 for the slow agent, then prints ``READY http://127.0.0.1:PORT`` on stdout.
 The agents behave exactly like the a2a-sdk 1.3 ones in ``sdk_servers.py``
-(which documents them); this file must not import anything from the project.
+(which documents them, and whose constants and chunking it imports: that module imports
+only the standard library at module level); it imports nothing from Parley.
 """
 
 from __future__ import annotations
@@ -38,28 +39,16 @@ from a2a.types import (
     TaskStatus,
     TextPart,
 )
+
+# The agents' constants and the echo agent's chunking are sdk_servers.py's (this script's folder is on sys.path;
+# sdk_servers imports only the standard library at module level).
+from sdk_servers import HEARTBEAT_INTERVAL, INTERVIEW_QUESTION, chunks
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-ECHO_CHUNKS = 3
-INTERVIEW_QUESTION = "What is your name?"
-HEARTBEAT_INTERVAL = 0.2
-
 _releases: dict[str, asyncio.Event] = {}
-
-
-def chunks(text: str, n: int = ECHO_CHUNKS) -> list[str]:
-    if len(text) < n:
-        return [text]
-    size, rest = divmod(len(text), n)
-    out, pos = [], 0
-    for i in range(n):
-        end = pos + size + (1 if i < rest else 0)
-        out.append(text[pos:end])
-        pos = end
-    return out
 
 
 def text_part(text: str) -> Part:

@@ -109,24 +109,20 @@ class ReleaseRegistry:
 
 def build_sdk13_app(base_url: str):
     """A Starlette app serving the three agents with a2a-sdk 1.3 (JSON-RPC 1.0 + 0.3 compat)."""
-    from a2a.helpers import new_task_from_user_message
     from a2a.server.agent_execution import AgentExecutor, RequestContext
     from a2a.server.events import EventQueue
     from a2a.server.request_handlers import DefaultRequestHandler
     from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
     from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
-    from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Part, TaskState
+    from a2a.types import Part, TaskState
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
-    releases = ReleaseRegistry()
+    from support import sdk13_agent_card, sdk13_begin
 
-    async def begin(context: RequestContext, event_queue: EventQueue) -> TaskUpdater:
-        if context.current_task is None:
-            await event_queue.enqueue_event(new_task_from_user_message(context.message))
-        return TaskUpdater(event_queue, context.task_id, context.context_id)
+    releases = ReleaseRegistry()
 
     class Base(AgentExecutor):
         async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -135,7 +131,7 @@ def build_sdk13_app(base_url: str):
 
     class Echo(Base):
         async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-            updater = await begin(context, event_queue)
+            updater = await sdk13_begin(context, event_queue)
             await updater.start_work()
             pieces = chunks(context.get_user_input())
             for i, piece in enumerate(pieces):
@@ -146,7 +142,7 @@ def build_sdk13_app(base_url: str):
     class Interviewer(Base):
         async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
             task = context.current_task
-            updater = await begin(context, event_queue)
+            updater = await sdk13_begin(context, event_queue)
             if task is not None and task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED:
                 await updater.start_work()
                 await updater.add_artifact([Part(text=f"Nice to meet you, {context.get_user_input()}!")],
@@ -159,7 +155,7 @@ def build_sdk13_app(base_url: str):
         async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
             heartbeat = "heartbeat" in context.get_user_input()
             released = releases.register(context.task_id)
-            updater = await begin(context, event_queue)
+            updater = await sdk13_begin(context, event_queue)
             try:
                 await updater.start_work(updater.new_agent_message([Part(text="working")]))
                 beats = 0
@@ -183,19 +179,7 @@ def build_sdk13_app(base_url: str):
     routes: list = []
     for name, executor in executors.items():
         url = f"{base_url}/{name}"
-        card = AgentCard(
-            name=f"sdk13-{name}",
-            description=f"a2a-sdk 1.3 test agent {name!r}",
-            version="1.0.0",
-            supported_interfaces=[
-                AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0"),
-                AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="0.3"),
-            ],
-            capabilities=AgentCapabilities(streaming=True, push_notifications=False),
-            default_input_modes=["text/plain"],
-            default_output_modes=["text/plain"],
-            skills=[AgentSkill(id=name, name=name, description=f"the {name} test agent", tags=["test"])],
-        )
+        card = sdk13_agent_card(url, name, "JSONRPC")
         handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card)
         handlers.append(handler)
         routes += create_agent_card_routes(card, card_url=f"/{name}/.well-known/agent-card.json")
@@ -235,27 +219,13 @@ class SdkServer:
 
 def start_sdk13_server() -> SdkServer:
     """a2a-sdk 1.3 on 127.0.0.1 (free port) in a daemon thread."""
-    import uvicorn
+
+    from support import UvicornThread
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    config = uvicorn.Config(build_sdk13_app(url), host="127.0.0.1", port=port, log_level="warning",
-                            lifespan="on")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="sdk13-server", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + STARTUP_TIMEOUT
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True
-            raise RuntimeError("the a2a-sdk 1.3 test server did not start")
-        time.sleep(0.01)
-
-    def stop() -> None:
-        server.should_exit = True
-        thread.join(timeout=20)
-
-    return SdkServer(url=url, label="a2a-sdk 1.3", stop_fn=stop)
+    server = UvicornThread(build_sdk13_app(url), port, label="the a2a-sdk 1.3 test server").start(STARTUP_TIMEOUT)
+    return SdkServer(url=url, label="a2a-sdk 1.3", stop_fn=server.stop)
 
 
 # --- a2a-sdk 0.3.26 (separate virtualenv, subprocess) -------------------------

@@ -23,7 +23,7 @@ from webhooks import Gates, PushServer, Webhooks, push_app, push_settings
 
 from parley.app import Parley
 from parley.settings import PushSettings, Settings
-from support import LiveServer
+from support import LiveServer, stopped_at_end
 
 
 @pytest.fixture(scope="session")
@@ -45,22 +45,19 @@ def start_server() -> Iterator[Callable[..., PushServer]]:
     """Factory: `start_server(push_settings(...), db=None, keys=None, port=None)`; stopped after the test.
 
     `db`: a SQLite file (default: in memory). `keys`: a key store (the server then wants API keys)."""
-    started: list[PushServer] = []
+    with stopped_at_end(lambda srv: srv.stop()) as started:
+        def start(push: PushSettings | None = None, *, db: str | Path | None = None, keys: Any = None,
+                  port: int | None = None) -> PushServer:
+            settings = Settings(db=str(db) if db else "memory", push=push if push is not None else push_settings())
+            gates = Gates()
+            app = push_app(settings, gates)
+            if keys is not None:  # Runtime(keys=...): the store the server checks API keys against
+                app.asgi = lambda settings=None, **access: Parley.asgi(app, settings, keys=keys, **access)  # type: ignore[method-assign]
+            srv = PushServer(LiveServer(app, port, self_url=True).start(), gates, settings)
+            started.append(srv)
+            return srv
 
-    def start(push: PushSettings | None = None, *, db: str | Path | None = None, keys: Any = None,
-              port: int | None = None) -> PushServer:
-        settings = Settings(db=str(db) if db else "memory", push=push if push is not None else push_settings())
-        gates = Gates()
-        app = push_app(settings, gates)
-        if keys is not None:  # Runtime(keys=...): the store the server checks API keys against
-            app.asgi = lambda settings=None, **access: Parley.asgi(app, settings, keys=keys, **access)  # type: ignore[method-assign]
-        srv = PushServer(LiveServer(app, port, self_url=True).start(), gates, settings)
-        started.append(srv)
-        return srv
-
-    yield start
-    for srv in started:
-        srv.stop()
+        yield start
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from support import webhook_receiver
+from support import stopped_at_end, webhook_receiver
 
 receiver = webhook_receiver()
 
@@ -14,13 +14,10 @@ receiver = webhook_receiver()
 @pytest.fixture
 def webhook() -> Iterator[Callable[..., object]]:
     """`webhook(answers=[...], hold=N, judge=...)`: a started receiver.Webhook, stopped after the test."""
-    started: list = []
+    with stopped_at_end(lambda hook: hook.stop()) as started:
+        def start(**kwargs: object):
+            hook = receiver.Webhook(**kwargs).start()
+            started.append(hook)
+            return hook
 
-    def start(**kwargs: object):
-        hook = receiver.Webhook(**kwargs).start()
-        started.append(hook)
-        return hook
-
-    yield start
-    for hook in started:
-        hook.stop()
+        yield start

@@ -25,9 +25,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import signal
 import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Callable, Iterator
@@ -39,9 +37,8 @@ import pytest
 
 from parley.client.push import PushVerificationError, PushVerifier
 from parley.tasks.engine import RESUME_MESSAGE
+from support import PARLEY, ServeProcess, free_port, replay_log, stopped_at_end
 
-_SCRIPT = Path(sys.executable).with_name("parley")
-PARLEY = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "parley.cli"]
 WAIT = 30.0  # upper bound of one observable step; a failure detector only
 TOKEN = "crash-test-token"
 STEPS = 3  # progress messages of the agent before its (optional) gate
@@ -100,77 +97,20 @@ def server_env() -> dict[str, str]:
     return {**os.environ, "PYTHONUNBUFFERED": "1", "NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "250"}
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """One `parley serve` subprocess (output in a log file, shown when something fails)."""
-
-    def __init__(self, name: str, cwd: Path, port: int, args: list[str]) -> None:
-        self.name = name
-        self.port = port
-        self.url = f"http://127.0.0.1:{port}"
-        self.log = cwd / f"{name}.log"
-        self._out = self.log.open("w")
-        cmd = [*PARLEY, "serve", "--port", str(port), "--log-level", "warning", *args]
-        self.proc = subprocess.Popen(cmd, cwd=cwd, env=server_env(), stdout=self._out, stderr=subprocess.STDOUT)
-
-    def output(self) -> str:
-        self._out.flush()
-        return self.log.read_text(errors="replace")
-
-    def wait_ready(self) -> Server:
-        deadline = time.monotonic() + WAIT
-        while True:  # bounded polling: /healthz answering is the readiness signal
-            if self.proc.poll() is not None:
-                raise AssertionError(f"parley serve ({self.name}) exited with {self.proc.returncode}:\n{self.output()}")
-            try:
-                if httpx.get(self.url + "/healthz", timeout=2).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError(f"parley serve ({self.name}) did not answer on {self.url}:\n{self.output()}")
-            time.sleep(0.05)
-
-    def kill(self) -> None:
-        """SIGKILL: the process dies at once, whatever it was doing (a delivery in flight included)."""
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(WAIT)
-
-    def close(self) -> None:
-        try:
-            if self.proc.poll() is None:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(WAIT)
-        finally:
-            self._out.close()
-
-
 @pytest.fixture
-def parley(tmp_path: Path) -> Iterator[Callable[..., Server]]:
+def parley(tmp_path: Path) -> Iterator[Callable[..., ServeProcess]]:
     """`parley(name, port=None, artifact_updates=False)`: a ready `parley serve` on tmp_path/tasks.db."""
     (tmp_path / "pushsteps.py").write_text(AGENT)
-    started: list[Server] = []
+    with stopped_at_end(lambda srv: srv.close()) as started:
+        def start(name: str, *, port: int | None = None, artifact_updates: bool = False) -> ServeProcess:
+            config = tmp_path / "parley.toml"
+            config.write_text(config_text(artifact_updates=artifact_updates))
+            args = ["--config", str(config), "--db", str(tmp_path / "tasks.db"), "--push-allow", "127.0.0.1/32"]
+            srv = ServeProcess(name, args, cwd=tmp_path, port=port, env=server_env(), wait=WAIT)
+            started.append(srv)
+            return srv.wait_ready()
 
-    def start(name: str, *, port: int | None = None, artifact_updates: bool = False) -> Server:
-        config = tmp_path / "parley.toml"
-        config.write_text(config_text(artifact_updates=artifact_updates))
-        args = ["--config", str(config), "--db", str(tmp_path / "tasks.db"), "--push-allow", "127.0.0.1/32"]
-        srv = Server(name, tmp_path, port or free_port(), args)
-        started.append(srv)
-        return srv.wait_ready()
-
-    try:
         yield start
-    finally:
-        for srv in started:
-            srv.close()
 
 
 # --- talking to Parley ------------------------------------------------------------------------------------------------
@@ -186,27 +126,6 @@ def send(agent_url: str, text: str, hook_url: str, *, return_immediately: bool) 
     assert resp.status_code == 200, resp.text
     assert "result" in resp.json(), resp.text
     return resp.json()["result"]["task"]
-
-
-def replay_log(agent_url: str, task_id: str) -> list[tuple[int, dict[str, Any]]]:
-    """The task's whole log as (seq, 1.0 StreamResponse): SubscribeToTask with `Last-Event-ID: 0` over SSE,
-    followed until the server ends the stream (the task is terminal)."""
-    body = {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": task_id}}
-    headers = {"A2A-Version": "1.0", "Last-Event-ID": "0", "Accept": "text/event-stream"}
-    entries: list[tuple[int, dict[str, Any]]] = []
-    seq: int | None = None
-    with httpx.stream("POST", agent_url, json=body, headers=headers, timeout=WAIT) as resp:
-        assert resp.status_code == 200, resp.read()
-        for line in resp.iter_lines():
-            if line.startswith("id:"):
-                seq = int(line[3:].strip())
-            elif line.startswith("data:"):
-                frame = json.loads(line[5:])
-                assert "result" in frame, frame
-                assert seq is not None, frame
-                entries.append((seq, frame["result"]))
-                seq = None
-    return entries
 
 
 def notified(log: list[tuple[int, dict[str, Any]]], *, artifacts: bool) -> dict[int, dict[str, Any]]:

@@ -45,7 +45,6 @@ from a2a.types import (
     ListTaskPushNotificationConfigsRequest,
     Message,
     Part,
-    Role,
     SendMessageRequest,
     TaskPushNotificationConfig,
     a2a_pb2,
@@ -60,7 +59,7 @@ from parley.protocol import models as m
 from parley.protocol.operations import Operation
 from parley.serve import default_app
 from parley.settings import PushSettings, Settings
-from support import LiveServer, free_port
+from support import LiveServer, free_port, replay_log, sdk_message
 
 pytestmark = pytest.mark.interop
 
@@ -92,24 +91,6 @@ def parley(tmp_path: Path) -> Iterator[LiveServer]:
         srv.stop()
 
 
-def replay_log(agent_url: str, task_id: str) -> list[tuple[int, dict[str, Any]]]:
-    """The task's log as (seq, A2A 1.0 StreamResponse): SubscribeToTask with `Last-Event-ID: 0` (SSE)."""
-    body = {"jsonrpc": "2.0", "id": 1, "method": "SubscribeToTask", "params": {"id": task_id}}
-    headers = {"A2A-Version": "1.0", "Last-Event-ID": "0", "Accept": "text/event-stream"}
-    out: list[tuple[int, dict[str, Any]]] = []
-    seq: int | None = None
-    with httpx.stream("POST", agent_url, json=body, headers=headers, timeout=WAIT) as resp:
-        assert resp.status_code == 200, resp.read()
-        for line in resp.iter_lines():
-            if line.startswith("id:"):
-                seq = int(line[3:].strip())
-            elif line.startswith("data:"):
-                frame = json.loads(line[5:])
-                assert "result" in frame and seq is not None, frame
-                out.append((seq, frame["result"]))
-    return out
-
-
 def due_statuses(log: list[tuple[int, dict[str, Any]]], after_seq: int = 0) -> dict[int, dict[str, Any]]:
     """seq -> statusUpdate of the status entries after `after_seq`: the notifications a webhook registered
     then is owed (status changes only: `artifact_updates` is off)."""
@@ -130,15 +111,6 @@ def for_task(got: list, task_id: str) -> list:
 
 
 # --- 1. the a2a-sdk 1.x client registers a webhook with Parley ---------------------------------------------------------
-
-
-def sdk_message(text: str, *, task_id: str = "", context_id: str = "") -> Message:
-    msg = Message(message_id=str(uuid.uuid4()), role=Role.ROLE_USER, parts=[Part(text=text)])
-    if task_id:
-        msg.task_id = task_id
-    if context_id:
-        msg.context_id = context_id
-    return msg
 
 
 @contextlib.asynccontextmanager
@@ -203,7 +175,7 @@ async def test_sdk1_client_webhook_gets_stream_responses(how: str, binding: str,
                                                        context_id=first.context_id))
         assert task.id == first.id and task.status.state == a2a_pb2.TASK_STATE_COMPLETED, task
 
-    log = await asyncio.to_thread(replay_log, agent, task.id)
+    log = await asyncio.to_thread(replay_log, agent, task.id, WAIT)
     registered_after = last_seq_in(log, "TASK_STATE_INPUT_REQUIRED") if how == "create" else registered_after
     due = due_statuses(log, registered_after)
     assert len(due) >= 2 and list(due.values())[-1]["status"]["state"] == "TASK_STATE_COMPLETED", log
@@ -342,7 +314,7 @@ async def test_sdk03_client_webhook_gets_v03_tasks(how: str, parley: LiveServer,
         assert out["get"]["pushNotificationConfig"] == pnc and out["get"]["taskId"] == task["id"], out
         assert "token" not in out["get"]["pushNotificationConfig"], out["get"]
 
-    log = await asyncio.to_thread(replay_log, agent, task["id"])
+    log = await asyncio.to_thread(replay_log, agent, task["id"], WAIT)
     after = last_seq_in(log, "TASK_STATE_INPUT_REQUIRED") if how == "set" else 0
     due = due_statuses(log, after)
     got = await wait_for(hook, lambda got: set(due) <= {r.seq for r in for_task(got, task["id"])},

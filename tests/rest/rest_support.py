@@ -14,21 +14,24 @@ import json
 import os
 import socket
 import subprocess
-import threading
-import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from interop_client.sdk_servers import SdkServer  # the running SDK server (its URL, how to stop it)
 from parley.agents.base import ArtifactChunk, RunContext
 from parley.agents.builtin import builtin_agents
 from parley.app import Parley, Settings
+from parley.client import A2AClient, user_message
+from parley.client.jsonrpc import StreamItem
 from parley.protocol import models as m
+from parley.protocol.operations import Operation
+from support import Gate, UvicornThread, sdk13_agent_card, sdk13_begin
 
 WAIT = 20.0  # the longest any single step may take before a test fails; never a pacing delay
 TIMEOUT = httpx.Timeout(WAIT)
@@ -164,40 +167,6 @@ def error_reason(resp: httpx.Response) -> str:
 # --- a slow agent a test controls -----------------------------------------------------------
 
 
-class Gate:
-    """A one-shot latch: agents `await gate.wait()`, any thread calls `gate.open()` (no polling)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._opened = False
-        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
-
-    @property
-    def opened(self) -> bool:
-        return self._opened
-
-    def open(self) -> None:
-        with self._lock:
-            self._opened = True
-            waiters, self._waiters = self._waiters, []
-        for loop, event in waiters:
-            loop.call_soon_threadsafe(event.set)
-
-    async def wait(self, timeout: float = 120.0) -> None:
-        event = asyncio.Event()
-        entry = (asyncio.get_running_loop(), event)
-        with self._lock:
-            if self._opened:
-                return
-            self._waiters.append(entry)
-        try:
-            await asyncio.wait_for(event.wait(), timeout)
-        finally:
-            with self._lock:
-                if entry in self._waiters:
-                    self._waiters.remove(entry)
-
-
 def slow_app(gate: Gate | None = None, *, push_notifications: bool = False) -> Parley:
     """`slow` (default): one artifact chunk, then waits for `gate` (or to be canceled); `mirror`; echo; interviewer."""
     gate = gate or Gate()
@@ -211,7 +180,7 @@ def slow_app(gate: Gate | None = None, *, push_notifications: bool = False) -> P
             m.Artifact(artifact_id=SLOW_ARTIFACT_ID, name="response", parts=[m.Part(text=SLOW_FIRST)]),
             append=False, last_chunk=False,
         )
-        await gate.wait()
+        await gate.wait(120.0)  # a safety net: the task fails rather than hang a failed test
         yield ArtifactChunk(
             m.Artifact(artifact_id=SLOW_ARTIFACT_ID, name="response", parts=[m.Part(text=" second chunk")]),
             append=True, last_chunk=True,
@@ -324,41 +293,19 @@ def drive_sdk03(python: Path, base_url: str, scenario: str, *args: str) -> dict[
 # --- an official a2a-sdk 1.3 server with REST routes -------------------------------------------
 
 
-@dataclass
-class SdkRestServer:
-    """An a2a-sdk 1.3 server (REST 1.0 + 0.3 compat, and its card) running in a thread."""
-
-    url: str
-    stop_fn: Any = None
-    log: list[str] = field(default_factory=list)
-
-    def agent_url(self, agent: str) -> str:
-        return f"{self.url}/{agent}"
-
-    def stop(self) -> None:
-        if callable(self.stop_fn):
-            self.stop_fn()
-
-
 def build_sdk13_rest_app(base_url: str):
     """`echo` (streams the text back in three artifact chunks) and `slow` (one chunk, then waits to be canceled).
 
     Each agent has its own path with REST routes (1.0 at `/{agent}/...`, 0.3 at
     `/{agent}/v1/...`) and a card listing HTTP+JSON 1.0 and 0.3.
     """
-    from a2a.helpers import new_task_from_user_message
     from a2a.server.agent_execution import AgentExecutor, RequestContext
     from a2a.server.events import EventQueue
     from a2a.server.request_handlers import DefaultRequestHandler
     from a2a.server.routes import create_agent_card_routes, create_rest_routes
     from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
-    from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Part
+    from a2a.types import Part
     from starlette.applications import Starlette
-
-    async def begin(context: RequestContext, event_queue: EventQueue) -> TaskUpdater:
-        if context.current_task is None:
-            await event_queue.enqueue_event(new_task_from_user_message(context.message))
-        return TaskUpdater(event_queue, context.task_id, context.context_id)
 
     class Base(AgentExecutor):
         async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -366,7 +313,7 @@ def build_sdk13_rest_app(base_url: str):
 
     class Echo(Base):
         async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-            updater = await begin(context, event_queue)
+            updater = await sdk13_begin(context, event_queue)
             await updater.start_work()
             words = context.get_user_input().split(" ")
             pieces = [" ".join(words[i:i + 3]) for i in range(0, len(words), 3)]
@@ -377,7 +324,7 @@ def build_sdk13_rest_app(base_url: str):
 
     class Slow(Base):
         async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-            updater = await begin(context, event_queue)
+            updater = await sdk13_begin(context, event_queue)
             await updater.start_work()
             await updater.add_artifact([Part(text=SLOW_FIRST)], artifact_id="slow", name="slow", last_chunk=False)
             await asyncio.Event().wait()  # until canceled
@@ -387,19 +334,7 @@ def build_sdk13_rest_app(base_url: str):
     rest_routes: list = []
     for name, executor in {"echo": Echo(), "slow": Slow()}.items():
         url = f"{base_url}/{name}"
-        card = AgentCard(
-            name=f"sdk13-rest-{name}",
-            description=f"a2a-sdk 1.3 REST test agent {name!r}",
-            version="1.0.0",
-            supported_interfaces=[
-                AgentInterface(url=url, protocol_binding="HTTP+JSON", protocol_version="1.0"),
-                AgentInterface(url=url, protocol_binding="HTTP+JSON", protocol_version="0.3"),
-            ],
-            capabilities=AgentCapabilities(streaming=True, push_notifications=False),
-            default_input_modes=["text/plain"],
-            default_output_modes=["text/plain"],
-            skills=[AgentSkill(id=name, name=name, description=f"the {name} test agent", tags=["test"])],
-        )
+        card = sdk13_agent_card(url, name, "HTTP+JSON")
         handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card)
         handlers.append(handler)
         card_routes += create_agent_card_routes(card, card_url=f"/{name}/.well-known/agent-card.json")
@@ -417,28 +352,13 @@ def build_sdk13_rest_app(base_url: str):
     return Starlette(routes=card_routes + rest_routes, lifespan=lifespan)
 
 
-def start_sdk13_rest_server() -> SdkRestServer:
-    import uvicorn
+def start_sdk13_rest_server() -> SdkServer:
 
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    config = uvicorn.Config(build_sdk13_rest_app(url), host="127.0.0.1", port=port, log_level="warning",
-                            lifespan="on", timeout_graceful_shutdown=5)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="sdk13-rest-server", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            server.should_exit = True
-            raise RuntimeError("the a2a-sdk 1.3 REST test server did not start")
-        time.sleep(0.01)
-
-    def stop() -> None:
-        server.should_exit = True
-        thread.join(timeout=20)
-
-    return SdkRestServer(url=url, stop_fn=stop)
+    server = UvicornThread(build_sdk13_rest_app(url), port, label="the a2a-sdk 1.3 REST test server",
+                           timeout_graceful_shutdown=5).start(30)
+    return SdkServer(url=url, label="a2a-sdk 1.3 REST", stop_fn=server.stop)
 
 
 # --- schema conformance: strict ProtoJSON parsing with the official generated classes ------------
@@ -457,3 +377,78 @@ def assert_proto(binding: str, data: Any, message: str) -> None:
     else:
         from a2a.compat.v0_3 import a2a_v0_3_pb2 as pb
     ParseDict(data, getattr(pb, message)(), ignore_unknown_fields=False)
+
+
+# --- one task over two bindings (the binding matrices of tests/rest and tests/e2e) ---------------------------------
+
+
+def chunk_text(ev: m.StreamEvent) -> str:
+    """The text of an artifact-update event (anything else fails the test)."""
+    assert isinstance(ev, m.TaskArtifactUpdateEvent), ev
+    return "".join(p.text or "" for p in ev.artifact.parts)
+
+
+async def create_slow_task(creator: A2AClient) -> list[StreamItem]:
+    """Create a task of `slow_app`'s slow agent over `creator`: stream until its first chunk, then hang up (the task
+    keeps running). The items seen: the Task first, the first chunk last."""
+    stream = creator.transport.stream(Operation.STREAM, m.SendMessageRequest(message=user_message("go slowly")))
+    seen = []
+    async with asyncio.timeout(WAIT):
+        async for item in stream:
+            seen.append(item)
+            if isinstance(item.event, m.TaskArtifactUpdateEvent):
+                break
+    await stream.aclose()
+    assert isinstance(seen[0].event, m.Task)
+    assert chunk_text(seen[-1].event) == SLOW_FIRST
+    return seen
+
+
+async def follow_and_cancel_over(reader: A2AClient, creator: A2AClient, seen: list[StreamItem],
+                                 replay_from: str) -> None:
+    """The task `creator` created (`seen`: :func:`create_slow_task`) is the same over `reader` (A2A 1.0 section 3.1:
+    one task, whatever the binding): GetTask shows it working with its first chunk; SubscribeToTask after the event
+    `replay_from` replays the events the creator saw, then follows live; SubscribeToTask without an id starts with
+    the snapshot; CancelTask over `reader` ends both subscriptions with CANCELED; the creator reads the same final
+    task."""
+    task = seen[0].event
+    # Get over `reader`.
+    got = await asyncio.wait_for(reader.get(task.id), WAIT)
+    assert got.id == task.id and got.context_id == task.context_id
+    assert got.status.state is m.TaskState.WORKING
+    assert [x.artifact_id for x in got.artifacts] == [SLOW_ARTIFACT_ID]
+    assert "".join(p.text or "" for p in got.artifacts[0].parts) == SLOW_FIRST
+    assert [msg.text() for msg in got.history] == ["go slowly"]
+
+    # Resubscribe over `reader` after the task's first entry: the same events, then live ones.
+    replay = reader.resubscribe(task.id, last_event_id=replay_from)
+    replayed = []
+    async with asyncio.timeout(WAIT):
+        async for ev in replay:
+            replayed.append(ev)
+            if isinstance(ev, m.TaskArtifactUpdateEvent):
+                break
+    assert [type(ev) for ev in replayed] == [type(item.event) for item in seen[1:]]
+    assert all(ev.task_id == task.id for ev in replayed)
+    assert chunk_text(replayed[-1]) == SLOW_FIRST
+
+    # Resubscribe over `reader` without an id: the snapshot first.
+    resub = reader.resubscribe(task.id)
+    first = await asyncio.wait_for(anext(resub), WAIT)
+    assert isinstance(first, m.Task) and first.id == task.id and first.status.state is m.TaskState.WORKING
+    assert [x.artifact_id for x in first.artifacts] == [SLOW_ARTIFACT_ID]
+
+    # Cancel over `reader`: both open streams see it and close.
+    canceled = await asyncio.wait_for(reader.cancel(task.id), WAIT)
+    assert canceled.id == task.id and canceled.status.state is m.TaskState.CANCELED
+    async with asyncio.timeout(WAIT):
+        rest = [ev async for ev in resub]
+        more = [ev async for ev in replay]
+    assert isinstance(rest[-1], m.TaskStatusUpdateEvent) and rest[-1].status.state is m.TaskState.CANCELED
+    assert isinstance(more[-1], m.TaskStatusUpdateEvent) and more[-1].status.state is m.TaskState.CANCELED
+
+    # And the creator sees the same final task.
+    final = await asyncio.wait_for(creator.get(task.id), WAIT)
+    assert final.status.state is m.TaskState.CANCELED
+    assert [x.artifact_id for x in final.artifacts] == [SLOW_ARTIFACT_ID]
+    assert [msg.text() for msg in final.history] == ["go slowly"]

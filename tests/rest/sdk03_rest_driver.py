@@ -26,13 +26,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
-import json
 import sys
-import traceback
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
-from importlib.metadata import version as dist_version
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -54,17 +52,10 @@ from a2a.types import (
     TransportProtocol,
 )
 
-WAIT = 20.0
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for sdk03_driving (this runs as a script)
+from sdk03_driving import WAIT, bounded, error_of, next_event, parts_text, raw, report, user_message
+
 ECHO_TEXT = "one two three four five six seven"
-
-
-def user_message(text: str, *, task_id: str | None = None, context_id: str | None = None) -> Message:
-    return Message(message_id=str(uuid.uuid4()), role=Role.user, parts=[Part(root=TextPart(text=text))],
-                   task_id=task_id, context_id=context_id)
-
-
-def parts_text(parts: list[Part] | None) -> str:
-    return "".join(p.root.text for p in parts or [] if isinstance(p.root, TextPart))
 
 
 def task_view(task: Task) -> dict[str, Any]:
@@ -106,22 +97,9 @@ def client_event_view(event: Any) -> dict[str, Any]:
     return event_view(task if update is None else update)
 
 
-async def bounded(awaitable: Any) -> Any:
-    return await asyncio.wait_for(awaitable, WAIT)
-
-
-async def next_event(stream: AsyncIterator[Any]) -> Any:
-    async with asyncio.timeout(WAIT):
-        return await anext(stream)
-
-
 async def drain(stream: AsyncIterator[Any], view: Any = client_event_view) -> list[Any]:
     async with asyncio.timeout(WAIT):
         return [view(ev) async for ev in stream]
-
-
-def raw(event: Any) -> Any:
-    return event
 
 
 def http_error(exc: A2AClientHTTPError) -> dict[str, Any]:
@@ -246,22 +224,14 @@ async def scenario_resubscribe(run: Run) -> dict[str, Any]:
 async def scenario_errors(run: Run) -> dict[str, Any]:
     out: dict[str, Any] = {}
     client = await run.client(streaming=False)
-    try:
-        await bounded(client.get_task(TaskQueryParams(id="no-such-task")))
-        out["getUnknown"] = None
-    except A2AClientHTTPError as exc:
-        out["getUnknown"] = http_error(exc)
+    out["getUnknown"] = await error_of(client.get_task(TaskQueryParams(id="no-such-task")), A2AClientHTTPError,
+                                       http_error)
     task, _ = (await drain(client.send_message(user_message("x")), view=raw))[0]
-    try:
-        await bounded(client.cancel_task(TaskIdParams(id=task.id)))
-        out["cancelFinished"] = None
-    except A2AClientHTTPError as exc:
-        out["cancelFinished"] = http_error(exc)
-    try:
-        await drain(client.send_message(user_message("more", task_id=task.id, context_id=task.context_id)), view=raw)
-        out["sendToFinished"] = None
-    except A2AClientHTTPError as exc:
-        out["sendToFinished"] = http_error(exc)
+    out["cancelFinished"] = await error_of(client.cancel_task(TaskIdParams(id=task.id)), A2AClientHTTPError,
+                                           http_error)
+    more = user_message("more", task_id=task.id, context_id=task.context_id)
+    out["sendToFinished"] = await error_of(drain(client.send_message(more), view=raw), A2AClientHTTPError,
+                                           http_error)
     return out
 
 
@@ -305,17 +275,7 @@ def main() -> int:
     parser.add_argument("--agent", default="", help="agent path below BASE_URL ('' = default agent)")
     parser.add_argument("--as-served", action="store_true", help="use the card exactly as served")
     args = parser.parse_args()
-    out: dict[str, Any] = {"sdkVersion": dist_version("a2a-sdk"), "scenario": args.scenario}
-    status = 0
-    try:
-        out["result"] = asyncio.run(main_async(args))
-    except Exception as exc:  # noqa: BLE001 - report, do not crash: the test shows this
-        status = 1
-        out["error"] = {"type": type(exc).__name__, "message": str(exc),
-                        "status": getattr(exc, "status_code", None), "traceback": traceback.format_exc()}
-    sys.stdout.write(json.dumps(out) + "\n")
-    sys.stdout.flush()
-    return status
+    return report(lambda: main_async(args), {"scenario": args.scenario})
 
 
 if __name__ == "__main__":

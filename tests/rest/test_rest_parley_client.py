@@ -18,12 +18,12 @@ from rest_support import (
     ECHO_TEXT,
     SLOW_FIRST,
     WAIT,
-    SdkRestServer,
     free_port,
     slow_app,
     start_sdk13_rest_server,
 )
 
+from interop_client.sdk_servers import SdkServer
 from parley.client import A2AClient, ClientError, transports, user_message
 from parley.client.rest import RestTransport
 from parley.protocol import errors as e
@@ -256,7 +256,7 @@ async def test_unreachable_server_is_a_client_error(version):
 
 
 @pytest.fixture(scope="module")
-def sdk_server() -> Iterator[SdkRestServer]:
+def sdk_server() -> Iterator[SdkServer]:
     srv = start_sdk13_rest_server()
     try:
         yield srv

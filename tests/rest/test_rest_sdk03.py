@@ -27,6 +27,7 @@ from rest_support import (
 )
 
 from parley.server.cards import interfaces
+from support import interviewer_question, interviewer_thanks
 
 pytestmark = pytest.mark.interop
 
@@ -39,14 +40,6 @@ def sdk03() -> Path:
 @pytest.fixture
 def slow(serve):
     return serve(slow_app())
-
-
-def question_for(first: str) -> str:
-    return f"You said {first!r}. Why does that matter to you?"
-
-
-def answer_for(first: str, second: str) -> str:
-    return f"Thank you. You said {first!r}, and it matters because {second!r}."
 
 
 def assert_finals(events: list[dict]) -> None:
@@ -108,21 +101,21 @@ def test_get(server, sdk03):
 def test_multiturn(server, sdk03):
     r = drive_sdk03(sdk03, server.url, "multiturn", "--agent", "/a2a/interviewer")
     assert r["turn1"]["state"] == "input-required"
-    assert r["turn1"]["statusText"] == question_for(r["first"])
+    assert r["turn1"]["statusText"] == interviewer_question(r["first"])
     assert r["turn2"]["id"] == r["turn1"]["id"] and r["turn2"]["contextId"] == r["turn1"]["contextId"]
     assert r["turn2"]["state"] == "completed"
-    assert r["turn2"]["artifactText"] == answer_for(r["first"], r["second"])
-    assert r["got"]["history"] == [["user", r["first"]], ["agent", question_for(r["first"])], ["user", r["second"]]]
+    assert r["turn2"]["artifactText"] == interviewer_thanks(r["first"], r["second"])
+    assert r["got"]["history"] == [["user", r["first"]], ["agent", interviewer_question(r["first"])], ["user", r["second"]]]
 
 
 def test_multiturn_streaming(server, sdk03):
     r = drive_sdk03(sdk03, server.url, "multiturn_stream", "--agent", "/a2a/interviewer")
     turn1, turn2 = r["turn1"], r["turn2"]
-    assert turn1[-1]["state"] == "input-required" and turn1[-1]["text"] == question_for(r["first"])
+    assert turn1[-1]["state"] == "input-required" and turn1[-1]["text"] == interviewer_question(r["first"])
     assert turn1[-1]["final"] is True  # Parley marks the interrupted state final: the stream ends there
     assert all(ev["taskId"] == turn1[0]["taskId"] for ev in turn1 + turn2)
     assert turn2[-1]["state"] == "completed"
-    assert "".join(ev["text"] for ev in turn2 if ev["kind"] == "artifact") == answer_for(r["first"], r["second"])
+    assert "".join(ev["text"] for ev in turn2 if ev["kind"] == "artifact") == interviewer_thanks(r["first"], r["second"])
     assert_finals(turn2)
 
 

@@ -13,7 +13,6 @@ Every test asserts on what the SDK returns, and on the requests it put on the wi
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field
@@ -30,8 +29,6 @@ from a2a.types import (
     GetTaskRequest,
     ListTasksRequest,
     Message,
-    Part,
-    Role,
     SendMessageRequest,
     StreamResponse,
     SubscribeToTaskRequest,
@@ -41,7 +38,21 @@ from a2a.types import (
     TaskState,
     UnsupportedOperationError,
 )
-from rest_support import ECHO_CHUNKS, ECHO_TEXT, SLOW_FIRST, WAIT, Gate, slow_app, uid
+from rest_support import ECHO_CHUNKS, ECHO_TEXT, SLOW_FIRST, WAIT, slow_app
+
+from support import (
+    Gate,
+    drain_within,
+    interviewer_question,
+    interviewer_thanks,
+    next_within,
+    sdk_artifact_text,
+    sdk_history_texts,
+    sdk_message,
+    sdk_parts_text,
+    sdk_state_name,
+    sdk_summary,
+)
 
 pytestmark = pytest.mark.interop
 
@@ -116,58 +127,12 @@ def prefix(flavour: str) -> str:
     return "" if flavour == "1.0" else "/v1"
 
 
-def user_message(text: str, *, task_id: str | None = None, context_id: str | None = None) -> Message:
-    msg = Message(message_id=uid(), role=Role.ROLE_USER, parts=[Part(text=text)])
-    if task_id:
-        msg.task_id = task_id
-    if context_id:
-        msg.context_id = context_id
-    return msg
-
-
-def state_name(state: int) -> str:
-    return TaskState.Name(state).removeprefix("TASK_STATE_").lower().replace("_", "-")
-
-
-def parts_text(parts: Any) -> str:
-    return "".join(p.text for p in parts if p.WhichOneof("content") == "text")
-
-
-def artifact_text(task: Task) -> str:
-    return "".join(parts_text(a.parts) for a in task.artifacts)
-
-
-def history_texts(task: Task) -> list[tuple[str, str]]:
-    return [("user" if msg.role == Role.ROLE_USER else "agent", parts_text(msg.parts)) for msg in task.history]
-
-
-def summarize(ev: StreamResponse) -> dict[str, Any]:
-    kind = ev.WhichOneof("payload")
-    if kind == "task":
-        return {"kind": "task", "taskId": ev.task.id, "contextId": ev.task.context_id,
-                "state": state_name(ev.task.status.state)}
-    if kind == "status_update":
-        su = ev.status_update
-        out = {"kind": "status", "taskId": su.task_id, "contextId": su.context_id, "state": state_name(su.status.state)}
-        if su.status.HasField("message"):
-            out["text"] = parts_text(su.status.message.parts)
-        return out
-    if kind == "artifact_update":
-        au = ev.artifact_update
-        return {"kind": "artifact", "taskId": au.task_id, "contextId": au.context_id,
-                "artifactId": au.artifact.artifact_id, "text": parts_text(au.artifact.parts),
-                "append": au.append, "lastChunk": au.last_chunk}
-    return {"kind": str(kind)}
-
-
 async def next_event(stream: AsyncIterator[StreamResponse]) -> StreamResponse:
-    async with asyncio.timeout(WAIT):
-        return await anext(stream)
+    return await next_within(stream, WAIT)
 
 
 async def drain(stream: AsyncIterator[StreamResponse]) -> list[StreamResponse]:
-    async with asyncio.timeout(WAIT):
-        return [ev async for ev in stream]
+    return await drain_within(stream, WAIT)
 
 
 async def send(c: Client, msg: Message) -> Task:
@@ -176,34 +141,26 @@ async def send(c: Client, msg: Message) -> Task:
     return events[-1].task
 
 
-def question_for(first: str) -> str:
-    return f"You said {first!r}. Why does that matter to you?"
-
-
-def answer_for(first: str, second: str) -> str:
-    return f"Thank you. You said {first!r}, and it matters because {second!r}."
-
-
 # --- send, stream, get ------------------------------------------------------------------------
 
 
 async def test_send_blocking(server, flavour):
     async with sdk_client(server.url, flavour, streaming=False) as sdk:
-        events = await drain(sdk.client.send_message(SendMessageRequest(message=user_message(ECHO_TEXT))))
+        events = await drain(sdk.client.send_message(SendMessageRequest(message=sdk_message(ECHO_TEXT))))
         assert sdk.ops() == [f"POST {prefix(flavour)}/message:send"]
         assert sdk.wire.versions() == {flavour}
     assert [ev.WhichOneof("payload") for ev in events] == ["task"]
     task = events[0].task
-    assert state_name(task.status.state) == "completed"
-    assert artifact_text(task) == ECHO_TEXT
-    assert history_texts(task) == [("user", ECHO_TEXT)]
+    assert sdk_state_name(task.status.state) == "completed"
+    assert sdk_artifact_text(task) == ECHO_TEXT
+    assert sdk_history_texts(task) == [("user", ECHO_TEXT)]
     assert task.history[0].task_id == task.id and task.history[0].context_id == task.context_id
 
 
 async def test_stream(server, flavour):
     async with sdk_client(server.url, flavour, streaming=True) as sdk:
-        events = [summarize(ev) for ev in
-                  await drain(sdk.client.send_message(SendMessageRequest(message=user_message(ECHO_TEXT))))]
+        events = [sdk_summary(ev) for ev in
+                  await drain(sdk.client.send_message(SendMessageRequest(message=sdk_message(ECHO_TEXT))))]
         assert sdk.ops() == [f"POST {prefix(flavour)}/message:stream"]
     first, last = events[0], events[-1]
     assert first["kind"] == "task" and first["state"] == "submitted"
@@ -217,15 +174,15 @@ async def test_stream(server, flavour):
 
 async def test_get_task_with_history_length(server, flavour):
     async with sdk_client(f"{server.url}/a2a/interviewer", flavour, streaming=False) as sdk:
-        t1 = await send(sdk.client, user_message("I want to learn Rust"))
-        await send(sdk.client, user_message("it is fast", task_id=t1.id, context_id=t1.context_id))
+        t1 = await send(sdk.client, sdk_message("I want to learn Rust"))
+        await send(sdk.client, sdk_message("it is fast", task_id=t1.id, context_id=t1.context_id))
         got = await sdk.client.get_task(GetTaskRequest(id=t1.id))
         last = await sdk.client.get_task(GetTaskRequest(id=t1.id, history_length=1))
         assert f"GET {prefix(flavour)}/tasks/{t1.id}" in sdk.ops()
-    assert state_name(got.status.state) == "completed"
-    assert history_texts(got) == [("user", "I want to learn Rust"), ("agent", question_for("I want to learn Rust")),
+    assert sdk_state_name(got.status.state) == "completed"
+    assert sdk_history_texts(got) == [("user", "I want to learn Rust"), ("agent", interviewer_question("I want to learn Rust")),
                                   ("user", "it is fast")]
-    assert history_texts(last) == [("user", "it is fast")]
+    assert sdk_history_texts(last) == [("user", "it is fast")]
 
 
 async def test_get_unknown_task_is_task_not_found(server, flavour):
@@ -236,11 +193,11 @@ async def test_get_unknown_task_is_task_not_found(server, flavour):
 
 async def test_list_tasks_over_rest_1_0(server):
     async with sdk_client(server.url, "1.0", streaming=False) as sdk:
-        a = await send(sdk.client, user_message("alpha"))
-        b = await send(sdk.client, user_message("beta", context_id=a.context_id))
+        a = await send(sdk.client, sdk_message("alpha"))
+        b = await send(sdk.client, sdk_message("beta", context_id=a.context_id))
         page = await sdk.client.list_tasks(ListTasksRequest(context_id=a.context_id, include_artifacts=True))
         assert {t.id for t in page.tasks} == {a.id, b.id} and page.total_size == 2
-        assert {artifact_text(t) for t in page.tasks} == {"alpha", "beta"}
+        assert {sdk_artifact_text(t) for t in page.tasks} == {"alpha", "beta"}
         done = await sdk.client.list_tasks(ListTasksRequest(context_id=a.context_id,
                                                             status=TaskState.TASK_STATE_COMPLETED, page_size=1))
         assert len(done.tasks) == 1 and done.next_page_token
@@ -253,47 +210,47 @@ async def test_list_tasks_over_rest_1_0(server):
 async def test_multiturn_blocking(server, flavour):
     first, second = "I want to learn Rust", "it is fast and safe"
     async with sdk_client(f"{server.url}/a2a/interviewer", flavour, streaming=False) as sdk:
-        t1 = await send(sdk.client, user_message(first))
-        assert state_name(t1.status.state) == "input-required"
-        assert parts_text(t1.status.message.parts) == question_for(first)
-        t2 = await send(sdk.client, user_message(second, task_id=t1.id, context_id=t1.context_id))
+        t1 = await send(sdk.client, sdk_message(first))
+        assert sdk_state_name(t1.status.state) == "input-required"
+        assert sdk_parts_text(t1.status.message.parts) == interviewer_question(first)
+        t2 = await send(sdk.client, sdk_message(second, task_id=t1.id, context_id=t1.context_id))
     assert t2.id == t1.id and t2.context_id == t1.context_id
-    assert state_name(t2.status.state) == "completed"
-    assert artifact_text(t2) == answer_for(first, second)
+    assert sdk_state_name(t2.status.state) == "completed"
+    assert sdk_artifact_text(t2) == interviewer_thanks(first, second)
 
 
 async def test_multiturn_streaming(server, flavour):
     first, second = "I want to learn Rust", "it is fast and safe"
     async with sdk_client(f"{server.url}/a2a/interviewer", flavour, streaming=True) as sdk:
         c = sdk.client
-        turn1 = [summarize(ev) for ev in await drain(c.send_message(SendMessageRequest(message=user_message(first))))]
+        turn1 = [sdk_summary(ev) for ev in await drain(c.send_message(SendMessageRequest(message=sdk_message(first))))]
         task_id, ctx = turn1[0]["taskId"], turn1[0]["contextId"]
         assert turn1[-1] == {"kind": "status", "taskId": task_id, "contextId": ctx, "state": "input-required",
-                             "text": question_for(first)}
-        follow_up = user_message(second, task_id=task_id, context_id=ctx)
-        turn2 = [summarize(ev) for ev in await drain(c.send_message(SendMessageRequest(message=follow_up)))]
+                             "text": interviewer_question(first)}
+        follow_up = sdk_message(second, task_id=task_id, context_id=ctx)
+        turn2 = [sdk_summary(ev) for ev in await drain(c.send_message(SendMessageRequest(message=follow_up)))]
         assert sdk.ops() == [f"POST {prefix(flavour)}/message:stream"] * 2
     assert all(ev["taskId"] == task_id and ev["contextId"] == ctx for ev in turn2)
     assert turn2[-1]["kind"] == "status" and turn2[-1]["state"] == "completed"
-    assert "".join(ev["text"] for ev in turn2 if ev["kind"] == "artifact") == answer_for(first, second)
+    assert "".join(ev["text"] for ev in turn2 if ev["kind"] == "artifact") == interviewer_thanks(first, second)
 
 
 async def test_message_to_a_finished_task_is_rejected(server, flavour):
     async with sdk_client(server.url, flavour, streaming=False) as sdk:
-        done = await send(sdk.client, user_message("x"))
+        done = await send(sdk.client, sdk_message("x"))
         with pytest.raises(UnsupportedOperationError):
-            await send(sdk.client, user_message("more", task_id=done.id, context_id=done.context_id))
+            await send(sdk.client, sdk_message("more", task_id=done.id, context_id=done.context_id))
 
 
 # --- cancel and resubscribe (a slow agent this test controls) ---------------------------------------
 
 
 async def _start_slow_stream(c: Client) -> tuple[AsyncIterator[StreamResponse], list[dict[str, Any]]]:
-    stream = c.send_message(SendMessageRequest(message=user_message("go slowly")))
-    seen = [summarize(await next_event(stream))]
+    stream = c.send_message(SendMessageRequest(message=sdk_message("go slowly")))
+    seen = [sdk_summary(await next_event(stream))]
     assert seen[0]["kind"] == "task"
     while seen[-1]["kind"] != "artifact":
-        seen.append(summarize(await next_event(stream)))
+        seen.append(sdk_summary(await next_event(stream)))
     assert seen[-1]["text"] == SLOW_FIRST and seen[-1]["lastChunk"] is False
     return stream, seen
 
@@ -307,11 +264,11 @@ async def test_cancel_a_running_task(serve, flavour):
         async with aclosing(stream):
             task_id = seen[0]["taskId"]
             canceled = await c.cancel_task(CancelTaskRequest(id=task_id))
-            assert canceled.id == task_id and state_name(canceled.status.state) == "canceled"
-            rest = [summarize(ev) for ev in await drain(stream)]
+            assert canceled.id == task_id and sdk_state_name(canceled.status.state) == "canceled"
+            rest = [sdk_summary(ev) for ev in await drain(stream)]
         assert rest[-1]["kind"] == "status" and rest[-1]["state"] == "canceled"
         got = await c.get_task(GetTaskRequest(id=task_id))
-        assert state_name(got.status.state) == "canceled" and artifact_text(got) == SLOW_FIRST
+        assert sdk_state_name(got.status.state) == "canceled" and sdk_artifact_text(got) == SLOW_FIRST
         with pytest.raises(TaskNotCancelableError):
             await c.cancel_task(CancelTaskRequest(id=task_id))
         assert f"POST {prefix(flavour)}/tasks/{task_id}:cancel" in sdk.ops()
@@ -326,10 +283,10 @@ async def test_resubscribe_to_a_running_task(serve, flavour):
         await stream.aclose()  # disconnect; the task keeps running
         task_id = seen[0]["taskId"]
         async with aclosing(c.subscribe(SubscribeToTaskRequest(id=task_id))) as resub:
-            first = summarize(await next_event(resub))
+            first = sdk_summary(await next_event(resub))
             assert first["kind"] == "task" and first["taskId"] == task_id and first["state"] == "working"
             await c.cancel_task(CancelTaskRequest(id=task_id))
-            rest = [summarize(ev) for ev in await drain(resub)]
+            rest = [sdk_summary(ev) for ev in await drain(resub)]
         assert rest[-1] == {"kind": "status", "taskId": task_id, "contextId": seen[0]["contextId"],
                             "state": "canceled"}
         assert f"POST {prefix(flavour)}/tasks/{task_id}:subscribe" in sdk.ops()
@@ -337,6 +294,6 @@ async def test_resubscribe_to_a_running_task(serve, flavour):
 
 async def test_cancel_a_finished_task_is_not_cancelable(server, flavour):
     async with sdk_client(server.url, flavour, streaming=False) as sdk:
-        done = await send(sdk.client, user_message("x"))
+        done = await send(sdk.client, sdk_message("x"))
         with pytest.raises(TaskNotCancelableError):
             await sdk.client.cancel_task(CancelTaskRequest(id=done.id))

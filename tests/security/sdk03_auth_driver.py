@@ -29,11 +29,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
-import traceback
 import uuid
-from importlib.metadata import version as dist_version
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -54,12 +52,10 @@ from a2a.types import (
     TextPart,
 )
 
-WAIT = 20.0
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for sdk03_driving (this runs as a script)
+from sdk03_driving import WAIT, parts_text, report
+
 SESSION = "driver-session"
-
-
-def parts_text(parts: list[Part] | None) -> str:
-    return "".join(p.root.text for p in parts or [] if isinstance(p.root, TextPart))
 
 
 def header_for(card: AgentCard, scheme_name: str, credential: str) -> dict[str, str]:
@@ -123,22 +119,7 @@ def main() -> int:
                         help="how the credential reaches the request (see the module docstring)")
     parser.add_argument("--text", default="hello from 0.3")
     args = parser.parse_args()
-    out: dict[str, Any] = {"sdkVersion": dist_version("a2a-sdk")}
-    status = 0
-    try:
-        out["result"] = asyncio.run(run(args))
-    except Exception as exc:  # noqa: BLE001 - reported to the test, which asserts on it
-        status = 1
-        out["error"] = {
-            "type": type(exc).__name__,
-            "message": str(exc),
-            "status": getattr(exc, "status_code", None),
-            "code": getattr(getattr(exc, "error", None), "code", None),
-            "traceback": traceback.format_exc(),
-        }
-    sys.stdout.write(json.dumps(out) + "\n")
-    sys.stdout.flush()
-    return status
+    return report(lambda: run(args), {})
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import queue
 import re
@@ -35,6 +37,8 @@ for folder in (TESTS, TESTS / "server"):  # support.py, and accesskit.py of the 
         sys.path.insert(0, str(folder))
 
 import accesskit  # the live servers with gRPC of tests/server (needs the path above)
+
+from support import grpc_error_reason, grpc_text_trailers
 
 _SCRIPT = Path(sys.executable).with_name("parley")
 PARLEY = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "parley.cli"]
@@ -270,6 +274,59 @@ def non_loopback_ip() -> str | None:
     return None if ip.startswith("127.") or ip == "0.0.0.0" else ip
 
 
+# RFC 9651 (Structured Fields): an item with a String bare item and parameters whose values are Integers, the shape
+# of every RateLimit field (draft-ietf-httpapi-ratelimit-headers).
+_SF_KEY = r"[a-z*][a-z0-9_\-.*]*"
+_SF_INTEGER = r"-?[0-9]{1,15}"
+_SF_STRING = r'"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\])*"'
+_SF_ITEM = re.compile(rf"({_SF_STRING})((?:;{_SF_KEY}={_SF_INTEGER})*)")
+
+
+def sf_item(value: str | None) -> tuple[str, dict[str, int]]:
+    """Parse a field value that must be exactly one sf-item `"name";k=int;...` (else the test fails): (the name, the
+    parameters)."""
+    assert value is not None, "the field is missing"
+    found = _SF_ITEM.fullmatch(value)
+    assert found is not None, f"not a Structured Field item of a String with Integer parameters: {value!r}"
+    params: dict[str, int] = {}
+    for param in found.group(2).split(";")[1:]:
+        key, _, number = param.partition("=")
+        assert key not in params, f"parameter {key} twice in {value!r}"
+        params[key] = int(number)
+    return json.loads(found.group(1)), params
+
+
+class Sse:
+    """An SSE response read one JSON event at a time, each read bounded by WAIT (a failure detector only)."""
+
+    def __init__(self, resp: httpx.Response) -> None:
+        self.resp = resp
+        self.lines = resp.aiter_lines()
+
+    async def next(self) -> dict[str, Any] | None:
+        """The next event's JSON, or None once the server has closed the stream."""
+        async def read() -> dict[str, Any] | None:
+            data: list[str] = []
+            async for line in self.lines:
+                if line.startswith("data:"):
+                    data.append(line[5:].strip())
+                elif not line and data:
+                    return json.loads("".join(data))
+            return None
+
+        try:
+            return await asyncio.wait_for(read(), WAIT)
+        except TimeoutError:
+            raise AssertionError(f"no SSE event within {WAIT}s") from None
+
+    async def rest(self) -> list[dict[str, Any]]:
+        """The events left until the server closes the stream."""
+        out = []
+        while (event := await self.next()) is not None:
+            out.append(event)
+        return out
+
+
 # --- gRPC ---------------------------------------------------------------------------------------------------------
 
 
@@ -285,7 +342,6 @@ async def grpc_raw(target: str, op: Any, request: Any, agent: str, metadata: lis
     """One gRPC call of `op` (a parley Operation) with `request` (canonical) for `agent`."""
     import grpc
     import grpc.aio
-    from google.rpc import error_details_pb2, status_pb2
 
     from parley.grpc import a2a_pb2_grpc, convert
 
@@ -299,19 +355,7 @@ async def grpc_raw(target: str, op: Any, request: Any, agent: str, metadata: lis
                 return GrpcOutcome("OK", result=items)
             return GrpcOutcome("OK", result=await call)
         except grpc.aio.AioRpcError as exc:
-            reason = None
-            trailers: dict[str, str] = {}
-            for key, value in exc.trailing_metadata() or ():
-                if key == "grpc-status-details-bin":
-                    status = status_pb2.Status()
-                    status.ParseFromString(value)
-                    for detail in status.details:
-                        info = error_details_pb2.ErrorInfo()
-                        if detail.Unpack(info):
-                            reason = info.reason
-                elif isinstance(value, str):
-                    trailers[key] = value
-            return GrpcOutcome(exc.code().name, reason, trailers)
+            return GrpcOutcome(exc.code().name, grpc_error_reason(exc), grpc_text_trailers(exc))
 
 
 __all__ = [
@@ -324,6 +368,7 @@ __all__ = [
     "GrpcOutcome",
     "Key",
     "Served",
+    "Sse",
     "accesskit",
     "auth_headers",
     "cli",
@@ -341,5 +386,6 @@ __all__ = [
     "result_of",
     "send_jsonrpc",
     "served",
+    "sf_item",
     "uid",
 ]

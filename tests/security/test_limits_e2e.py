@@ -45,14 +45,13 @@ from parley.protocol.operations import Operation
 from parley.runtime import Runtime
 from parley.settings import LimitSettings
 from parley.tasks.store import TaskQuery
-from support import LiveServer, free_port, needs
+from support import Gate, LiveServer, free_port, grpc_error_reason, grpc_text_trailers, needs
 
-from .secured import ENV, PARLEY, served
+from .secured import ENV, PARLEY, Sse, served, sf_item
 
 try:  # the gRPC binding needs the parley-a2a[grpc] extra (installed by the dev extra)
     import grpc
     import grpc.aio
-    from google.rpc import error_details_pb2, status_pb2
 
     from parley.grpc import a2a_pb2, a2a_pb2_grpc, convert
 
@@ -68,34 +67,6 @@ QUESTION = "Which colour?"
 
 
 # --- gates: agents wait, the test opens --------------------------------------------------------------------------
-
-
-class Gate:
-    """Opened by the test thread, awaited by an agent on the server's loop; `reached` once an agent waits."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._open = False
-        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = []
-        self.reached = threading.Event()
-
-    def open(self) -> None:
-        with self._lock:
-            self._open = True
-            waiters, self._waiters = self._waiters, []
-        for loop, fut in waiters:
-            loop.call_soon_threadsafe(lambda f=fut: f.done() or f.set_result(None))
-
-    async def wait(self) -> None:
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        with self._lock:
-            if self._open:
-                self.reached.set()
-                return
-            self._waiters.append((loop, fut))
-        self.reached.set()
-        await fut
 
 
 class Gates:
@@ -203,24 +174,6 @@ def start() -> Iterator[Callable[..., Srv]]:
 
 # --- the RateLimit fields (Structured Fields, RFC 9651) -----------------------------------------------------------
 
-_KEY = r"[a-z*][a-z0-9_\-.*]*"
-_INTEGER = r"-?[0-9]{1,15}"
-_STRING = r'"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\])*"'
-_ITEM = re.compile(rf"({_STRING})((?:;{_KEY}={_INTEGER})*)")
-
-
-def sf_item(value: str | None) -> tuple[str, dict[str, int]]:
-    """Parse a field value that must be exactly one sf-item `"name";k=int;...` (else the test fails)."""
-    assert value is not None, "the field is missing"
-    found = _ITEM.fullmatch(value)
-    assert found is not None, f"not a Structured Field item of a String with Integer parameters: {value!r}"
-    params: dict[str, int] = {}
-    for param in found.group(2).split(";")[1:]:
-        key, _, number = param.partition("=")
-        assert key not in params, f"parameter {key} twice in {value!r}"
-        params[key] = int(number)
-    return json.loads(found.group(1)), params
-
 
 def policy_of(headers: Any) -> dict[str, int]:
     name, params = sf_item(headers.get("ratelimit-policy"))
@@ -299,35 +252,6 @@ def assert_rate_limited(resp: httpx.Response, binding: str = "JSONRPC", retry_af
     return err["message"]
 
 
-class Sse:
-    """An SSE response read one JSON event at a time, each read bounded by WAIT."""
-
-    def __init__(self, resp: httpx.Response) -> None:
-        self.resp = resp
-        self.lines = resp.aiter_lines()
-
-    async def next(self) -> dict[str, Any] | None:
-        async def read() -> dict[str, Any] | None:
-            data: list[str] = []
-            async for line in self.lines:
-                if line.startswith("data:"):
-                    data.append(line[5:].strip())
-                elif not line and data:
-                    return json.loads("".join(data))
-            return None
-
-        try:
-            return await asyncio.wait_for(read(), WAIT)
-        except TimeoutError:
-            raise AssertionError(f"no SSE event within {WAIT}s") from None
-
-    async def rest(self) -> list[dict[str, Any]]:
-        out = []
-        while (event := await self.next()) is not None:
-            out.append(event)
-        return out
-
-
 @asynccontextmanager
 async def sse_jsonrpc(http: httpx.AsyncClient, url: str, method: str, params: dict[str, Any], token: str,
                       version: str | None = "1.0") -> AsyncIterator[httpx.Response]:
@@ -365,19 +289,7 @@ class GrpcRefusal:
 
 
 def grpc_refusal(exc: Any) -> GrpcRefusal:
-    reason = None
-    trailers: dict[str, str] = {}
-    for key, value in exc.trailing_metadata() or ():
-        if key == "grpc-status-details-bin":
-            status = status_pb2.Status()
-            status.ParseFromString(value)
-            for detail in status.details:
-                info = error_details_pb2.ErrorInfo()
-                if detail.Unpack(info):
-                    reason = info.reason
-        elif isinstance(value, str):
-            trailers[key] = value
-    return GrpcRefusal(exc.code(), exc.details() or "", reason, trailers)
+    return GrpcRefusal(exc.code(), exc.details() or "", grpc_error_reason(exc), grpc_text_trailers(exc))
 
 
 class Grpc:

@@ -13,8 +13,6 @@ and the tasks-per-agent limit.
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -28,15 +26,26 @@ import pytest
 from parley.agents.base import RunContext, Status
 from parley.app import Parley
 from parley.protocol import models as m
-from parley.protocol.errors import A2AError, RateLimitedError, TaskNotFoundError, UnauthenticatedError
+from parley.protocol.errors import RateLimitedError, TaskNotFoundError, UnauthenticatedError
 from parley.protocol.operations import Operation
 from parley.runtime import Runtime
 from parley.security.ratelimit import Limiter, LocalCounters, resolve, streams_key, tasks_key
 from parley.server.access import NO_GRANT, Access, Credentials, Principal
 from parley.server.app import create_app
-from parley.server.pipeline import Call, Pipeline
 from parley.settings import LimitSettings
-from support import LiveServer, free_port, needs
+from support import (
+    Gate,
+    LiveServer,
+    access,
+    free_port,
+    grpc_error_infos,
+    needs,
+    refused,
+    send_request,
+    stream_pipeline,
+)
+
+from .secured import Sse, sf_item
 
 try:  # the gRPC binding needs the parley-a2a[grpc] extra (installed by the dev extra)
     import grpc  # noqa: F401
@@ -69,39 +78,6 @@ class Clock:
         self.now += seconds
 
 
-# RFC 9651: sf-list = list-member *( OWS "," OWS list-member ); an item with a String bare item and
-# parameters whose values are Integers (all the RateLimit fields use).
-_KEY = r"[a-z*][a-z0-9_\-.*]*"
-_INTEGER = r"-?[0-9]{1,15}"
-_STRING = r'"(?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\])*"'
-_ITEM = re.compile(rf"({_STRING})((?:;{_KEY}={_INTEGER})*)")
-
-
-def sf_item(value: str) -> tuple[str, dict[str, int]]:
-    """Parse a field value that must be exactly one sf-item "name";k=int;k=int (else the test fails)."""
-    found = _ITEM.fullmatch(value)
-    assert found is not None, f"not a Structured Field item of a String with Integer parameters: {value!r}"
-    params: dict[str, int] = {}
-    for param in found.group(2).split(";")[1:]:
-        key, _, number = param.partition("=")
-        assert key not in params, f"parameter {key} twice in {value!r}"
-        params[key] = int(number)
-    return json.loads(found.group(1)), params
-
-
-def access(op: Operation = Operation.GET, agent: str = "echo", request: Any = None) -> Access:
-    return Access(agent, op, "JSONRPC", request)
-
-
-def send_request(task_id: str | None = None) -> m.SendMessageRequest:
-    msg = m.Message(message_id=uuid.uuid4().hex, role=m.Role.USER, parts=[m.Part(text="hi")], task_id=task_id)
-    return m.SendMessageRequest(message=msg)
-
-
-async def refused(limiter: Limiter, acc: Access, who: Principal) -> RateLimitedError:
-    with pytest.raises(RateLimitedError) as caught:
-        await limiter.acquire(acc, who)
-    return caught.value
 
 
 # --- the token bucket -------------------------------------------------------------------------------------
@@ -350,43 +326,6 @@ async def test_in_process_delegations_take_no_token_and_no_stream_slot():
 # --- through the pipeline: a stream's slot is freed when it ends, however it ends -----------------------------
 
 
-class EndlessService:
-    """A stand-in for A2AService: streams never end by themselves; `fail` makes stream() raise."""
-
-    def __init__(self) -> None:
-        self.fail: A2AError | None = None
-
-    async def stream(self, ctx: Any, op: Operation, request: Any) -> AsyncIterator[Any]:
-        if self.fail is not None:
-            raise self.fail
-
-        async def events() -> AsyncIterator[Any]:
-            n = 0
-            while True:
-                n += 1
-                yield n
-                await asyncio.sleep(0)
-
-        return events()
-
-    async def call(self, ctx: Any, op: Operation, request: Any) -> Any:
-        return "ok"
-
-
-def stream_pipeline(counters: LocalCounters) -> tuple[EndlessService, Callable[[], Any]]:
-    """A pipeline with streams_per_principal=1 over EndlessService; returns it and `serve()` (alice, STREAM)."""
-    service = EndlessService()
-    pipeline = Pipeline(service, limiter=Limiter(LimitSettings(streams_per_principal=1), counters=counters))  # type: ignore[arg-type]
-
-    async def serve() -> Any:
-        async def decode() -> Call:
-            return Call("echo", Operation.STREAM, send_request(), "1.0")
-
-        return await pipeline.serve("JSONRPC", Credentials(principal=ALICE), decode, "echo")
-
-    return service, serve
-
-
 async def test_closing_a_stream_early_frees_its_slot_once():
     """A stream read for one event and then closed (the client went away) frees its slot, once: closing it
     again frees nothing more, and a stream whose service call fails gives its slot back too."""
@@ -433,34 +372,6 @@ async def test_a_stream_dropped_before_its_first_event_frees_its_slot():
 
 
 # --- end to end: a live server ----------------------------------------------------------------------------
-
-
-class Gate:
-    """Opened by the test, awaited by an agent on the server's loop; `reached` once an agent waits."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._open = False
-        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = []
-        self.reached = threading.Event()
-
-    def open(self) -> None:
-        with self._lock:
-            self._open = True
-            waiters, self._waiters = self._waiters, []
-        for loop, fut in waiters:
-            loop.call_soon_threadsafe(lambda f=fut: f.done() or f.set_result(None))
-
-    async def wait(self) -> None:
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        with self._lock:
-            if self._open:
-                self.reached.set()
-                return
-            self._waiters.append((loop, fut))
-        self.reached.set()
-        await fut
 
 
 class HeaderAuthenticator:
@@ -583,35 +494,6 @@ def error_reason(binding: str, resp: httpx.Response) -> tuple[int | None, str | 
     return None, infos[0] if infos else None
 
 
-class Sse:
-    """An SSE response read one JSON event at a time, each read bounded by WAIT."""
-
-    def __init__(self, resp: httpx.Response) -> None:
-        self.resp = resp
-        self.lines = resp.aiter_lines()
-
-    async def next(self) -> dict[str, Any] | None:
-        async def read() -> dict[str, Any] | None:
-            data: list[str] = []
-            async for line in self.lines:
-                if line.startswith("data:"):
-                    data.append(line[5:].strip())
-                elif not line and data:
-                    return json.loads("".join(data))
-            return None
-
-        try:
-            return await asyncio.wait_for(read(), WAIT)
-        except TimeoutError:
-            raise AssertionError(f"no SSE event within {WAIT}s") from None
-
-    async def rest(self) -> list[dict[str, Any]]:
-        out = []
-        while (event := await self.next()) is not None:
-            out.append(event)
-        return out
-
-
 @asynccontextmanager
 async def stream(http: httpx.AsyncClient, url: str, method: str, params: dict[str, Any],
                  user: str) -> AsyncIterator[httpx.Response]:
@@ -675,7 +557,6 @@ async def test_grpc_refuses_with_resource_exhausted_and_shares_the_bucket(live):
     RATE_LIMITED ErrorInfo; the bucket is the principal's on that agent whatever the binding, so JSON-RPC
     is refused too."""
     import grpc.aio
-    from google.rpc import error_details_pb2, status_pb2
 
     from parley.grpc import a2a_pb2_grpc, convert
 
@@ -690,16 +571,7 @@ async def test_grpc_refuses_with_resource_exhausted_and_shares_the_bucket(live):
             await rpc(request, metadata=metadata, timeout=WAIT)
     exc = caught.value
     assert exc.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
-    reasons = []
-    for key, value in exc.trailing_metadata() or ():
-        if key == "grpc-status-details-bin":
-            status = status_pb2.Status()
-            status.ParseFromString(value)
-            for detail in status.details:
-                info = error_details_pb2.ErrorInfo()
-                if detail.Unpack(info):
-                    reasons.append(info.reason)
-    assert reasons == ["RATE_LIMITED"]
+    assert [info.reason for info in grpc_error_infos(exc)] == ["RATE_LIMITED"]
     async with httpx.AsyncClient(timeout=WAIT) as http:
         resp = await jsonrpc(http, srv.url("quick"), "ListTasks", {}, "alice")
     assert resp.status_code == 429 and resp.headers["ratelimit"] == '"default";r=0;t=1'

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,6 +134,24 @@ async def connect(srv: Server, agent_id: str, binding: str, version: str, *, use
     client = await A2AClient.connect(srv.agent_url(agent_id), bindings=[binding], version=version, headers=headers)
     assert (client.binding, client.version) == (binding, version)
     return client
+
+
+@asynccontextmanager
+async def clients_of(srv: Server) -> AsyncIterator[Callable[..., Awaitable[A2AClient]]]:
+    """A factory for the block: `await make(agent, binding, version, user=None)` is :func:`connect`; every client
+    made is closed when the block ends."""
+    made: list[A2AClient] = []
+
+    async def make(agent: str, binding: str, version: str, *, user: str | None = None) -> A2AClient:
+        client = await connect(srv, agent, binding, version, user=user)
+        made.append(client)
+        return client
+
+    try:
+        yield make
+    finally:
+        for client in made:
+            await client.close()
 
 
 def user_msg(text: str, *, message_id: str, task_id: str | None = None,

@@ -27,6 +27,7 @@ from parley.agents.base import AgentError, RunContext
 from parley.agents.builtin import builtin_agents
 from parley.app import Parley, Settings
 from parley.tasks.store import TaskStore
+from support import Gate
 
 V1 = "1.0"
 WAIT = 10.0  # upper bound for waiting on an observable event; never a pacing delay
@@ -95,34 +96,6 @@ def live(app: Parley) -> Iterator[Live]:
 
 
 # --- cross-thread control of test agents ----------------------------------------------
-
-
-class Gate:
-    """Opened by the test thread, awaited by an agent on the server's loop."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._open = False
-        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future]] = []
-        self.reached = threading.Event()  # an agent is waiting (or has waited) here
-
-    def open(self) -> None:
-        with self._lock:
-            self._open = True
-            waiters, self._waiters = self._waiters, []
-        for loop, fut in waiters:
-            loop.call_soon_threadsafe(lambda f=fut: f.done() or f.set_result(None))
-
-    async def wait(self) -> None:
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        with self._lock:
-            if self._open:
-                self.reached.set()
-                return
-            self._waiters.append((loop, fut))
-        self.reached.set()
-        await fut
 
 
 class Lab:

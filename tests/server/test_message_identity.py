@@ -15,12 +15,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from accesskit import Server, connect, msg_text, pair_params, start, task_text, user_msg
+from accesskit import Server, clients_of, msg_text, pair_params, start, task_text, user_msg
 from srvkit import D03, D10, DIALECTS, Dialect, Lab, uid
 
 from parley.agents.base import RunContext
 from parley.app import Parley
-from parley.client import A2AClient
 from parley.protocol import models as m
 from parley.protocol.errors import TaskNotFoundError
 
@@ -62,17 +61,9 @@ def env() -> Iterator[tuple[Server, Lab]]:
 
 @pytest.fixture
 async def clients(env) -> AsyncIterator:
-    srv, _ = env
-    made: list[A2AClient] = []
-
-    async def make(agent: str, binding: str, version: str) -> A2AClient:
-        client = await connect(srv, agent, binding, version)
-        made.append(client)
-        return client
-
-    yield make
-    for client in made:
-        await client.close()
+    """Factory: `await clients(agent, binding, version)`; every client is closed after the test."""
+    async with clients_of(env[0]) as make:
+        yield make
 
 
 @pytest.mark.parametrize("binding, version", pair_params())

@@ -44,6 +44,7 @@ from parley.protocol import models as m
 from parley.protocol.errors import A2AError, TaskNotFoundError
 from parley.protocol.operations import Operation
 from parley.server.access import Access, Credentials, Principal
+from support import grpc_error_reason
 
 S = m.TaskState
 LIMIT = 3
@@ -250,7 +251,6 @@ async def raw(srv: Server, binding: str, version: str, op: str, *, agent: str = 
 async def _raw_grpc(srv: Server, op: str, agent: str, task_id: str, user: str | None) -> tuple[str, str | None]:
     import grpc
     import grpc.aio
-    from google.rpc import error_details_pb2, status_pb2
 
     from parley.grpc import a2a_pb2_grpc, convert
 
@@ -276,16 +276,7 @@ async def _raw_grpc(srv: Server, op: str, agent: str, task_id: str, user: str | 
             else:
                 await call
         except grpc.aio.AioRpcError as exc:
-            reason = None
-            for key, value in exc.trailing_metadata() or ():
-                if key == "grpc-status-details-bin":
-                    status = status_pb2.Status()
-                    status.ParseFromString(value)
-                    for detail in status.details:
-                        info = error_details_pb2.ErrorInfo()
-                        if detail.Unpack(info):
-                            reason = info.reason
-            return exc.code().name, reason
+            return exc.code().name, grpc_error_reason(exc)
     raise AssertionError(f"gRPC {op} as {user!r} was not refused")
 
 

@@ -22,7 +22,7 @@ from accesskit import (
     Reader,
     Server,
     artifact_texts,
-    connect,
+    clients_of,
     is_final,
     is_status,
     msg_text,
@@ -102,17 +102,8 @@ def env() -> Iterator[tuple[Server, Lab]]:
 @pytest.fixture
 async def clients(env) -> AsyncIterator:
     """Factory: `await clients(agent, binding, version)`; every client is closed after the test."""
-    srv, _ = env
-    made: list[A2AClient] = []
-
-    async def make(agent: str, binding: str, version: str) -> A2AClient:
-        client = await connect(srv, agent, binding, version)
-        made.append(client)
-        return client
-
-    yield make
-    for client in made:
-        await client.close()
+    async with clients_of(env[0]) as make:
+        yield make
 
 
 # --- a subscription follows an interrupted task to its end ----------------------------------------------

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from enginekit import make_engine
 
-from parley.agents.base import Agent, AgentOutput, ArtifactChunk, FunctionAgent, RunContext, Status
+from parley.agents.base import AgentOutput, ArtifactChunk, RunContext, Status
 from parley.protocol import models as m
 from parley.protocol.errors import (
     InvalidParamsError,
@@ -36,12 +37,6 @@ def request(text: str = "hello", mid: str | None = None, *, task_id: str | None 
 
 
 request.counter = 0  # type: ignore[attr-defined]
-
-
-def make_engine(*fns: Callable[[RunContext], AsyncIterator[AgentOutput]], store: MemoryTaskStore | None = None,
-                **kw: Any) -> TaskEngine:
-    agents: dict[str, Agent] = {fn.__name__: FunctionAgent(fn, id=fn.__name__) for fn in fns}
-    return TaskEngine(store or MemoryTaskStore(), agents, **kw)
 
 
 async def finish(engine: TaskEngine, sub: Submission) -> m.Task:

@@ -17,23 +17,23 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+from enginekit import TapStore, assert_log_consistent, bounded, die, drain, log_of, make_engine
 
-from parley.agents.base import Agent, AgentOutput, ArtifactChunk, FunctionAgent, RunContext
+from parley.agents.base import AgentOutput, ArtifactChunk, RunContext
 from parley.protocol import models as m
 from parley.protocol.errors import UnsupportedOperationError
 from parley.protocol.states import is_terminal
-from parley.tasks.engine import CHECKPOINT_MARK, RESTART_MESSAGE, RESUME_MESSAGE, Run, TaskEngine
-from parley.tasks.log import Entry, apply
+from parley.tasks.engine import CHECKPOINT_MARK, RESTART_MESSAGE, RESUME_MESSAGE
+from parley.tasks.log import Entry
 from parley.tasks.memory_store import MemoryTaskStore
-from parley.tasks.store import Commit, MessageKey, content_size, fingerprint, stores_snapshot
+from parley.tasks.store import MessageKey, content_size, fingerprint, stores_snapshot
 
 S = m.TaskState
 OWNER = "alice"
-WAIT = 10.0  # seconds before a wait that a regression would hang is declared failed
 
 _ids = itertools.count(1)
 
@@ -44,53 +44,6 @@ _ids = itertools.count(1)
 def request(text: str = "hello", *, mid: str | None = None, task_id: str | None = None) -> m.SendMessageRequest:
     return m.SendMessageRequest(message=m.Message(
         message_id=mid or f"promise-{next(_ids)}", role=m.Role.USER, parts=[m.Part(text=text)], task_id=task_id))
-
-
-def make_engine(*fns: Callable[[RunContext], AsyncIterator[AgentOutput]], store: MemoryTaskStore | None = None,
-                **kw: Any) -> TaskEngine:
-    agents: dict[str, Agent] = {fn.__name__: FunctionAgent(fn, id=fn.__name__) for fn in fns}
-    return TaskEngine(store if store is not None else MemoryTaskStore(), agents, **kw)
-
-
-class TapStore(MemoryTaskStore):
-    """The in-memory store, telling the test of each commit; `commit_io` yields the loop inside each commit
-    (before anything is written) the way a database round trip would."""
-
-    def __init__(self, commit_io: int = 0) -> None:
-        super().__init__()
-        self.commit_io = commit_io
-        self.commits: list[Commit] = []
-        self._changed = asyncio.Event()
-
-    async def commit(self, commit: Commit) -> None:
-        for _ in range(self.commit_io):
-            await asyncio.sleep(0)  # a database round trip, not a synchronisation
-        await super().commit(commit)
-        self.commits.append(commit)
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
-
-    async def until(self, check: Callable[[], Awaitable[bool]], what: str) -> None:
-        """Return once `check()` holds, re-checked after every commit; fail after WAIT seconds."""
-
-        async def watch() -> None:
-            while True:
-                changed = self._changed  # taken before the check: a commit during it is not missed
-                if await check():
-                    return
-                await changed.wait()
-
-        try:
-            await asyncio.wait_for(watch(), WAIT)
-        except TimeoutError:
-            raise AssertionError(f"the store never showed {what}") from None
-
-
-async def bounded(aw: Awaitable[Any], what: str) -> Any:
-    try:
-        return await asyncio.wait_for(aw, WAIT)
-    except TimeoutError:
-        raise AssertionError(f"timed out waiting for {what}") from None
 
 
 def describe(entry: Entry) -> tuple:
@@ -112,45 +65,10 @@ def text_chunks(entries: list[Entry]) -> list[str]:
             if isinstance(e.event, m.TaskArtifactUpdateEvent) and e.event.artifact.name == "response"]
 
 
-async def log_of(store: MemoryTaskStore, task_id: str) -> list[Entry]:
-    return await store.events_after(task_id, 0)
-
-
 async def state_of(store: MemoryTaskStore, task_id: str) -> S:
     rec = await store.get(task_id)
     assert rec is not None
     return rec.task.status.state
-
-
-async def assert_log_consistent(store: MemoryTaskStore, task_id: str) -> list[Entry]:
-    """The log is 1..n without gaps, nothing follows a terminal state, and it folds into the snapshot."""
-    log = await log_of(store, task_id)
-    assert [e.seq for e in log] == list(range(1, len(log) + 1))
-    terminal_at = [e.seq for e in log if isinstance(e.event, m.TaskStatusUpdateEvent) and is_terminal(e.event.status.state)]
-    assert len(terminal_at) <= 1 and (not terminal_at or terminal_at[0] == len(log))
-    snap = None
-    for e in log:
-        snap = apply(snap, e)
-    rec = await store.get(task_id)
-    assert rec is not None and rec.seq == len(log) and snap == rec.task
-    return log
-
-
-async def drain(it: AsyncIterator[Entry], into: asyncio.Queue) -> None:
-    """Put every entry of a follow into a queue, then None at its end."""
-    try:
-        async for entry in it:
-            await into.put(entry)
-    finally:
-        await into.put(None)
-
-
-async def die(run: Run) -> None:
-    """The process running `run` dies: its agent stops and nothing more is written for it."""
-    run.lease_lost = True
-    assert run.aio is not None
-    run.aio.cancel()
-    await bounded(asyncio.gather(run.aio, return_exceptions=True), "the dying run to stop")
 
 
 # --- 1. live followers (bus.publish after a commit) -----------------------------------------------------------------

@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+from enginekit import TapStore, assert_log_consistent, bounded, die, drain, log_of
 
 from parley.agents.base import AgentOutput, FunctionAgent, RunContext
 from parley.protocol import models as m
@@ -22,13 +23,11 @@ from parley.protocol.errors import UnsupportedOperationError
 from parley.protocol.states import is_terminal
 from parley.tasks.bus import LocalBus
 from parley.tasks.engine import RESTART_MESSAGE, RESUME_MESSAGE, Run, Submission, TaskEngine
-from parley.tasks.log import Entry, apply, fold, now_iso
-from parley.tasks.memory_store import MemoryTaskStore
+from parley.tasks.log import Entry, fold, now_iso
 from parley.tasks.store import Commit, Lease, TaskStore
 
 S = m.TaskState
 OWNER = "alice"
-WAIT = 10.0
 
 AgentFn = Callable[[RunContext], AsyncIterator[AgentOutput]]
 _ids = itertools.count(1)
@@ -41,39 +40,6 @@ def request(text: str = "hello", *, mid: str | None = None, task_id: str | None 
     """A fresh request object each time (the engine fills in ids on the message it is given)."""
     return m.SendMessageRequest(message=m.Message(
         message_id=mid or f"shared-{next(_ids)}", role=m.Role.USER, parts=[m.Part(text=text)], task_id=task_id))
-
-
-class TapStore(MemoryTaskStore):
-    """The in-memory store, telling the test of each commit; `commit_io` yields the loop inside each commit
-    (before the compare-and-set) the way a database round trip would, so concurrent writers interleave."""
-
-    def __init__(self, commit_io: int = 0) -> None:
-        super().__init__()
-        self.commit_io = commit_io
-        self._changed = asyncio.Event()
-
-    async def commit(self, commit: Commit) -> None:
-        for _ in range(self.commit_io):
-            await asyncio.sleep(0)  # a database round trip, not a synchronisation
-        await super().commit(commit)
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
-
-    async def until(self, check: Callable[[], Awaitable[bool]], what: str) -> None:
-        """Return once `check()` holds, re-checked after every commit; fail after WAIT seconds."""
-
-        async def watch() -> None:
-            while True:
-                changed = self._changed
-                if await check():
-                    return
-                await changed.wait()
-
-        try:  # not wait_for: on Python 3.11 it can swallow a cancel that comes as `watch()` returns
-            async with asyncio.timeout(WAIT):
-                await watch()
-        except TimeoutError:
-            raise AssertionError(f"the store never showed {what}") from None
 
 
 class Tagged:
@@ -113,13 +79,6 @@ async def shutdown(*engines: TaskEngine) -> None:
         await bounded(engine.shutdown(), "shutdown")
 
 
-async def bounded(aw: Awaitable[Any], what: str) -> Any:
-    try:
-        return await asyncio.wait_for(aw, WAIT)
-    except TimeoutError:
-        raise AssertionError(f"timed out waiting for {what}") from None
-
-
 def describe(entry: Entry) -> tuple:
     ev = entry.event
     if isinstance(ev, m.Task):
@@ -131,44 +90,9 @@ def describe(entry: Entry) -> tuple:
     return ("artifact", "".join(p.text or "" for p in ev.artifact.parts), ev.append, ev.last_chunk)
 
 
-async def log_of(store: TaskStore, task_id: str) -> list[Entry]:
-    return await store.events_after(task_id, 0)
-
-
-async def assert_log_consistent(store: TaskStore, task_id: str) -> list[Entry]:
-    """Seqs 1..n without gaps, nothing after a terminal state, and the log folds into the snapshot."""
-    log = await log_of(store, task_id)
-    assert [e.seq for e in log] == list(range(1, len(log) + 1))
-    terminal_at = [e.seq for e in log
-                   if isinstance(e.event, m.TaskStatusUpdateEvent) and is_terminal(e.event.status.state)]
-    assert len(terminal_at) <= 1 and (not terminal_at or terminal_at[0] == len(log)), terminal_at
-    snap = None
-    for e in log:
-        snap = apply(snap, e)
-    rec = await store.get(task_id)
-    assert rec is not None and rec.seq == len(log) and snap == rec.task
-    return log
-
-
 def answer(task: m.Task) -> list[str]:
     """The text of each artifact of a task."""
     return ["".join(p.text or "" for p in a.parts) for a in task.artifacts or []]
-
-
-async def drain(it: AsyncIterator[Entry], into: asyncio.Queue) -> None:
-    try:
-        async for entry in it:
-            await into.put(entry)
-    finally:
-        await into.put(None)
-
-
-async def die(run: Run) -> None:
-    """The process running `run` dies: its agent stops and nothing more is written for it."""
-    run.lease_lost = True
-    assert run.aio is not None
-    run.aio.cancel()
-    await bounded(asyncio.gather(run.aio, return_exceptions=True), "the dying run to stop")
 
 
 async def finished(engine: TaskEngine, sub: Submission) -> m.Task:
