@@ -27,7 +27,10 @@ from support import chromium_browser, dashboard_login, running, settled_push_log
 
 ADMIN_ENV = "PARLEY_TEST_PICTURES_ADMIN_KEY"
 ADMIN_KEY = "adm_pictures-" + uuid.uuid4().hex
-FIRST_WAIT = 0.3  # seconds `slowstart` waits before its first output: its time to first event is at least this
+FIRST_WAIT = 0.3  # seconds `slowstart` waits before its first output
+# Its time to first event is at least FIRST_WAIT less the moment between the agent's start and the task's creation
+# stamp: a task is created in one pass (docs/architecture.md, step 4), its agent started first (0.3 ms seen).
+AT_LEAST_MS = FIRST_WAIT * 1000 - 50
 HOSTILE = '<img src=x onerror="window.__pwned = 1">'
 
 
@@ -161,9 +164,9 @@ def test_the_charts_show_a_known_load(browser, store: str, request: pytest.Fixtu
         page.goto(f"{server.url}/ui/agents/slowstart")
         first = latency(page, "first-event")
         done = latency(page, "latency")
-        assert first["count"] == 2 and first["p50"] >= FIRST_WAIT * 1000, first
+        assert first["count"] == 2 and first["p50"] >= AT_LEAST_MS, first
         minute_p50s = [float(v) for v in per_minute(page, "chart-first-event", "data-p50-ms")]
-        assert minute_p50s and all(v >= FIRST_WAIT * 1000 for v in minute_p50s), minute_p50s
+        assert minute_p50s and all(v >= AT_LEAST_MS for v in minute_p50s), minute_p50s
         assert sum(int(c) for c in per_minute(page, "chart-first-event", "data-count")) == 2
         assert first["p50"] <= done["p50"] and first["p95"] <= done["p95"], (first, done)
         # no upper bound on a shared machine: a second or more reads "1.0 s"
