@@ -37,6 +37,7 @@ from typing import Any
 import msgspec
 
 from parley.agents.base import Agent, AgentError, AgentOutput, InternalEvent, Reply, RunContext, new_id
+from parley.eager import start_eagerly
 from parley.log_throttle import Throttled
 from parley.protocol import models as m
 from parley.protocol.errors import (
@@ -426,9 +427,14 @@ class TaskEngine:
             self._fold_text(run)  # this turn's text is one chunk, as a flush now would make it
         if not (run.unflushed or run.effects or run.turn.open):
             return
-        task = asyncio.ensure_future(self._scheduled_flush(run))
-        self._flushes.add(task)
-        task.add_done_callback(self._flush_done)
+        try:  # a store that commits without waiting (memory) needs no task for it
+            task = start_eagerly(run.loop, self._scheduled_flush(run))
+        except Exception:
+            log.exception("writing task events failed")
+            return
+        if task is not None:
+            self._flushes.add(task)
+            task.add_done_callback(self._flush_done)
 
     async def _scheduled_flush(self, run: Run) -> None:
         try:
