@@ -691,10 +691,15 @@ class TaskEngine:
             run.paced_at = time.monotonic()
             try:
                 async for out in gen:
-                    await self._take(run, out)
+                    if type(out) is str and not run.may_reply:  # a token: what _take does with text, inline
+                        run.turn.open.append(out)
+                        self._flush_soon(run)
+                    else:
+                        await self._take(run, out)
                     if run.settled.is_set():
                         break
-                    await self._pace(run)
+                    if time.monotonic() - run.paced_at >= PACE_SECONDS:
+                        await self._pace(run)
             finally:
                 try:
                     await gen.aclose()
