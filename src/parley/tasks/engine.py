@@ -163,6 +163,7 @@ class Run:
     snapshot_at: int | None = None  # where the stored snapshot stands, once a commit of this run stored it
     lease_lost: bool = False
     paced_at: float = 0.0
+    turned: bool = False  # the event loop ran a turn since the agent's last output (it waited): no pacing needed
     may_reply: bool = False  # nothing visible yet from an agent that may answer with a Message: `working` waits
     created: asyncio.Future | None = None  # a task written in one pass: resolved once its creation is committed
     created_with: list[Entry] = field(default_factory=list)  # the entries of that commit
@@ -421,6 +422,7 @@ class TaskEngine:
 
     def _flush_if_needed(self, run: Run) -> None:
         run.flush_scheduled = False  # what is appended from now on needs a flush of its own
+        run.turned = True  # a loop turn came, so the agent waited (the pacing of _drive need not give it one)
         if run.lease_lost:
             return
         if run.turn.open and not run.flush_lock.locked() and not is_settled(run.task.status.state):
@@ -698,7 +700,10 @@ class TaskEngine:
                         await self._take(run, out)
                     if run.settled.is_set():
                         break
-                    if time.monotonic() - run.paced_at >= PACE_SECONDS:
+                    if run.turned:  # the agent waited since its last output: the others had the loop
+                        run.turned = False
+                        run.paced_at = time.monotonic()
+                    elif time.monotonic() - run.paced_at >= PACE_SECONDS:
                         await self._pace(run)
             finally:
                 try:
