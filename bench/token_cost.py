@@ -53,14 +53,13 @@ CLOCKLESS = 86400.0  # seconds: the intervals of what a server does by the clock
 
 def gated_app(db: str) -> Any:
     """A Parley app with the agent `gated`: text "I" -> a token each time gate I opens, until it opens past the end."""
+    import parley.tasks.follow
     from parley import Parley
     from parley.agents.base import RunContext
     from parley.settings import Settings
 
     # Nothing by the clock: no keep-alives, lease renewals or store re-reads of quiet followers (under callgrind a
     # run lasts minutes, and their count would depend on how long, not on the tokens).
-    import parley.tasks.follow
-
     parley.tasks.follow.RECHECK_SECONDS = CLOCKLESS
     app = Parley(settings=Settings(db=db, keepalive_seconds=CLOCKLESS, lease_seconds=CLOCKLESS))
 
