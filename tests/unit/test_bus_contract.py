@@ -182,6 +182,28 @@ async def test_get_with_a_timeout_returns_nothing_and_loses_nothing(make_buses: 
         assert await sub.get(timeout=0.05) == []
 
 
+async def test_deadlines_of_successive_gets_are_each_their_own(make_buses: MakeBuses) -> None:
+    """A subscription keeps one timer for the deadlines of its gets: a get that returned entries leaves it armed.
+    A later, shorter deadline still times out, and a get without one never returns empty."""
+    a, b = await make_buses()
+    with b.subscribe("t1") as sub:
+        waiting = asyncio.create_task(sub.get(timeout=3600))
+        await a.publish("t1", [status(1)])
+        async with asyncio.timeout(DEADLINE):
+            assert [e.seq for e in await waiting or []] == [1]
+            assert await sub.get(timeout=0.01) == []  # shorter than the hour the timer was armed for
+        waiting = asyncio.create_task(sub.get(timeout=0.5))  # long enough for any bus to deliver
+        await a.publish("t1", [status(2)])
+        async with asyncio.timeout(DEADLINE):
+            assert [e.seq for e in await waiting or []] == [2]
+        forever = asyncio.create_task(sub.get())  # the timer of the last get is still armed: it must not end this one
+        await asyncio.sleep(0.6)  # past that timer (not a synchronisation: nothing may happen meanwhile)
+        assert not forever.done()
+        await a.publish("t1", [status(3)])
+        async with asyncio.timeout(DEADLINE):
+            assert [e.seq for e in await forever or []] == [3]
+
+
 async def test_entries_published_right_after_subscribe_arrive(make_buses: MakeBuses) -> None:
     a, b = await make_buses()
     await a.publish("t1", [status(1), status(2)])  # before: a follower reads these from the store

@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from parley.protocol import models as m
-from parley.protocol.codec import from_wire, to_wire
+from parley.protocol.codec import dumps, from_wire, to_wire
 from parley.protocol.operations import Operation
 
 VERSION = "1.0"
@@ -142,6 +142,16 @@ def encode_event(event: m.StreamEvent, *, interrupted_final: bool = True) -> dic
 def encode_event_1_1(event: m.StreamEvent, *, interrupted_final: bool = True) -> dict[str, Any]:
     """`encode_event` with the generation (A2A 1.1 section 3.2.7)."""
     return {_STREAM_KEYS[type(event)]: to_wire(event)}
+
+
+_STREAM_HEADS: dict[type, bytes] = {cls: b'{"%s":' % key.encode() for cls, key in _STREAM_KEYS.items()}
+
+
+def encode_event_json(event: m.StreamEvent, *, interrupted_final: bool = True) -> bytes:
+    """`encode_event` as JSON bytes, the struct encoded straight to JSON (no dicts in between: a streamed token's
+    frame is made once per token)."""
+    event = without_1_1(event)
+    return _STREAM_HEADS[type(event)] + dumps(event) + b"}"
 
 
 def encode_result(op: Operation, result: Any) -> Any:

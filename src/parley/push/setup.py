@@ -48,7 +48,7 @@ class Push:
     def on_commit(self, record: TaskRecord, entries: list[Entry]) -> None:
         """An engine listener: entries that may have queued notifications wake the dispatcher (not those of
         tasks without a webhook: most tasks, whose commits would each cost two outbox reads)."""
-        if any(e.kind in ("status", "artifact") for e in entries) and self.dispatcher.store.may_notify(record.task.id):
+        if self.dispatcher.store.may_notify(record.task.id) and any(e.kind in ("status", "artifact") for e in entries):
             self.dispatcher.wake()
 
     async def open(self) -> None:

@@ -127,6 +127,8 @@ def credentials_of(request: Request) -> Credentials:
 
 def sse_frame(data: bytes, event_id: int | None = None, event: str | None = None) -> bytes:
     """One Server-Sent Events frame; `data` must be single-line JSON."""
+    if event is None and event_id is not None:  # an event of a task's log (one per streamed token)
+        return b"id: %d\ndata: %s\n\n" % (event_id, data)
     head = b""
     if event_id is not None:
         head += b"id: %d\n" % event_id

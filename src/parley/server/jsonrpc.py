@@ -107,13 +107,21 @@ class JsonRpcEndpoint:
 
     async def _sse(self, rpc: RpcRequest, events: AsyncIterator[Entry | None]) -> AsyncIterator[bytes]:
         encode = rpc.dialect.encode_event
+        # A dialect that encodes its events straight to JSON (1.0) skips the dicts; the envelope around each event
+        # is the same bytes every time: {"jsonrpc":"2.0","id":ID,"result":EVENT}, as jsonrpc.success_obj makes it.
+        encode_json = getattr(rpc.dialect, "encode_event_json", None)
+        head = b'{"jsonrpc":"2.0","id":' + dumps(rpc.id) + b',"result":'
         ends_when_settled = rpc.op is not Operation.SUBSCRIBE  # a subscription goes on through input-required
         try:
             async for entry in events:
                 if entry is None:
                     yield KEEPALIVE_FRAME
                     continue
-                payload = dumps(jsonrpc.success_obj(rpc.id, encode(entry.event, interrupted_final=ends_when_settled)))
+                if encode_json is not None:
+                    payload = head + encode_json(entry.event, interrupted_final=ends_when_settled) + b"}"
+                else:
+                    payload = dumps(jsonrpc.success_obj(rpc.id,
+                                                        encode(entry.event, interrupted_final=ends_when_settled)))
                 yield sse_frame(payload, entry.seq)
         except StreamsEnded:
             yield STOPPING_FRAME

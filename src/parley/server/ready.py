@@ -9,8 +9,10 @@ in the same task, so nothing is lost, reordered or run twice. Cancellation reach
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Generator
+from collections.abc import AsyncIterator
 from typing import Any, Generic, TypeVar
+
+from parley.eager import Resume
 
 T = TypeVar("T")
 
@@ -48,7 +50,7 @@ class ReadyItems(Generic[T]):
         self.step = self.pending = None
         if step is None:
             return await self.items.__anext__()
-        return await _Resume(step, pending)
+        return await Resume(step, pending)
 
     def abandon(self) -> None:
         """End a step left suspended by `poll()` as if its task were cancelled there (no-op otherwise)."""
@@ -62,31 +64,6 @@ class ReadyItems(Generic[T]):
             step.throw(asyncio.CancelledError())
         except BaseException:  # noqa: BLE001 - the step ends (CancelledError, or whatever its cleanup raised)
             pass
-
-
-class _Resume(Awaitable[Any]):
-    """Awaits a coroutine step that already ran up to `pending`: hands `pending` to the task, then goes on."""
-
-    __slots__ = ("step", "pending")
-
-    def __init__(self, step: Generator[Any, Any, Any], pending: Any) -> None:
-        self.step, self.pending = step, pending
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        step, pending = self.step, self.pending
-        while True:
-            try:
-                sent = yield pending
-            except BaseException as exc:  # noqa: BLE001 - cancellation and the like go where the step waits
-                try:
-                    pending = step.throw(exc)
-                except StopIteration as done:
-                    return done.value
-            else:
-                try:
-                    pending = step.send(sent)
-                except StopIteration as done:
-                    return done.value
 
 
 __all__ = ["ReadyItems"]

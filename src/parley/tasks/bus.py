@@ -25,6 +25,7 @@ log = logging.getLogger("parley.bus")
 
 CancelHandler = Callable[[str, dict[str, Any]], None]
 DEFAULT_BUFFER = 1000  # entries a subscriber may fall behind before it must re-read the store
+TIMER_SLACK = 0.001  # a deadline's timer that fires this early counts as on time (uvloop's timers count in ms)
 
 
 class StreamsEnded(Exception):
@@ -105,12 +106,27 @@ class LocalSubscription(Subscription):
         self._items: list[Entry] = []
         self._lagged = False
         self._ended = False
-        self._waiter: asyncio.Future[None] | None = None
+        self._waiter: asyncio.Future[bool] | None = None  # its result: True when the deadline passed
+        # One timer for the deadlines of get(timeout): re-armed only when it fires before the current deadline,
+        # not made and cancelled for every wait (a follower waits once per token, with a deadline each time).
+        self._deadline: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
 
     def _wake(self) -> None:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+            waiter.set_result(False)
+
+    def _time_up(self) -> None:
+        self._timer = None
+        deadline, waiter = self._deadline, self._waiter
+        if deadline is None or waiter is None or waiter.done():
+            return  # nobody waits with a deadline now; a later get(timeout) arms the timer again
+        loop = waiter.get_loop()
+        if loop.time() >= deadline - TIMER_SLACK:
+            waiter.set_result(True)
+        else:
+            self._timer = loop.call_at(deadline, self._time_up)
 
     def push(self, entries: Sequence[Entry]) -> None:
         """Buffer published entries (those after `after`); past `limit`, drop them all and tell the reader to re-read
@@ -139,19 +155,23 @@ class LocalSubscription(Subscription):
         self._wake()
 
     async def get(self, timeout: float | None = None) -> list[Entry] | None:
-        while not self._items and not self._lagged and not self._ended:
-            self._waiter = asyncio.get_running_loop().create_future()
-            try:
-                if timeout is None:
-                    await self._waiter
-                else:
-                    try:
-                        async with asyncio.timeout(timeout):
-                            await self._waiter
-                    except TimeoutError:
+        if not self._items and not self._lagged and not self._ended:
+            loop = asyncio.get_running_loop()
+            if timeout is None:
+                self._deadline = None
+            else:
+                self._deadline = deadline = loop.time() + timeout
+                if self._timer is None or self._timer.when() > deadline:
+                    if self._timer is not None:
+                        self._timer.cancel()
+                    self._timer = loop.call_at(deadline, self._time_up)
+            while not self._items and not self._lagged and not self._ended:
+                self._waiter = waiter = loop.create_future()
+                try:
+                    if await waiter:
                         return []
-            finally:
-                self._waiter = None
+                finally:
+                    self._waiter = None
         if self._ended:
             raise StreamsEnded()
         if self._lagged:
@@ -161,6 +181,9 @@ class LocalSubscription(Subscription):
         return items
 
     def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         self._fanout.remove(self)
 
 

@@ -37,6 +37,7 @@ from typing import Any
 import msgspec
 
 from parley.agents.base import Agent, AgentError, AgentOutput, InternalEvent, Reply, RunContext, new_id
+from parley.eager import start_eagerly
 from parley.log_throttle import Throttled
 from parley.protocol import models as m
 from parley.protocol.errors import (
@@ -162,6 +163,7 @@ class Run:
     snapshot_at: int | None = None  # where the stored snapshot stands, once a commit of this run stored it
     lease_lost: bool = False
     paced_at: float = 0.0
+    turned: bool = False  # the event loop ran a turn since the agent's last output (it waited): no pacing needed
     may_reply: bool = False  # nothing visible yet from an agent that may answer with a Message: `working` waits
     created: asyncio.Future | None = None  # a task written in one pass: resolved once its creation is committed
     created_with: list[Entry] = field(default_factory=list)  # the entries of that commit
@@ -420,15 +422,21 @@ class TaskEngine:
 
     def _flush_if_needed(self, run: Run) -> None:
         run.flush_scheduled = False  # what is appended from now on needs a flush of its own
+        run.turned = True  # a loop turn came, so the agent waited (the pacing of _drive need not give it one)
         if run.lease_lost:
             return
         if run.turn.open and not run.flush_lock.locked() and not is_settled(run.task.status.state):
             self._fold_text(run)  # this turn's text is one chunk, as a flush now would make it
         if not (run.unflushed or run.effects or run.turn.open):
             return
-        task = asyncio.ensure_future(self._scheduled_flush(run))
-        self._flushes.add(task)
-        task.add_done_callback(self._flush_done)
+        try:  # a store that commits without waiting (memory) needs no task for it
+            task = start_eagerly(run.loop, self._scheduled_flush(run))
+        except Exception:
+            log.exception("writing task events failed")
+            return
+        if task is not None:
+            self._flushes.add(task)
+            task.add_done_callback(self._flush_done)
 
     async def _scheduled_flush(self, run: Run) -> None:
         try:
@@ -685,10 +693,18 @@ class TaskEngine:
             run.paced_at = time.monotonic()
             try:
                 async for out in gen:
-                    await self._take(run, out)
+                    if type(out) is str and not run.may_reply:  # a token: what _take does with text, inline
+                        run.turn.open.append(out)
+                        self._flush_soon(run)
+                    else:
+                        await self._take(run, out)
                     if run.settled.is_set():
                         break
-                    await self._pace(run)
+                    if run.turned:  # the agent waited since its last output: the others had the loop
+                        run.turned = False
+                        run.paced_at = time.monotonic()
+                    elif time.monotonic() - run.paced_at >= PACE_SECONDS:
+                        await self._pace(run)
             finally:
                 try:
                     await gen.aclose()

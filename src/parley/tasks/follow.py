@@ -59,7 +59,10 @@ async def follow_log(store: TaskStore, bus: EventBus, task_id: str, after: int, 
             batch = await store.events_after(task_id, after, PAGE)
         more = len(batch) == PAGE  # the store may hold more than that page: read on before listening
         while True:
-            fresh = [e for e in batch if e.seq > last] if batch is not None else None
+            if batch is not None and len(batch) == 1 and batch[0].seq == last + 1:
+                fresh = batch  # the usual: the one entry after the last one (a streamed token's chunk)
+            else:
+                fresh = [e for e in batch if e.seq > last] if batch is not None else None
             if fresh is None or not _continues(fresh, last):
                 # The subscription fell behind, or a gap: entries are published after they are committed,
                 # so the store has everything up to what the bus showed.
