@@ -229,6 +229,34 @@ def test_the_task_page_draws_its_tree_and_timeline(browser, store: str, request:
         context.close()
 
 
+def test_the_charts_redraw_live_as_tasks_end(browser, tmp_path: Path) -> None:
+    """issue 30, "live charts": an open agent page counts a task that ends after it was drawn, without a reload
+    (the page hears the change feed and fetches its charts again); another agent's failures are not counted on it."""
+    app = pictures_app(str(tmp_path / "pictures.db"))
+    with running(app) as server:
+        assert send(server.url, "steady", "before")["status"]["state"] == "TASK_STATE_COMPLETED"
+        context = browser.new_context()
+        page = context.new_page()
+        violations: list[str] = []
+        page.on("console", lambda msg: violations.append(msg.text) if "Content Security Policy" in msg.text else None)
+        dashboard_login(page, server.url, ADMIN_KEY)
+        page.goto(f"{server.url}/ui/agents/steady")
+        assert counts(page)["completed"] == 1
+        page.evaluate("document.querySelector('section[data-charts]').dataset.drawnAt = 'first'")
+        for _ in range(2):
+            assert send(server.url, "flaky", "go")["status"]["state"] == "TASK_STATE_FAILED"
+        for _ in range(2):
+            assert send(server.url, "steady", "after")["status"]["state"] == "TASK_STATE_COMPLETED"
+        from playwright.sync_api import expect  # the browser fixture has checked Playwright is there
+
+        expect(page.get_by_test_id("count-completed")).to_have_text("3", timeout=20_000)  # polls the DOM (no eval)
+        assert page.evaluate("document.querySelector('section[data-charts]').dataset.drawnAt") is None  # redrawn
+        assert counts(page) == {"completed": 3, "failed": 0, "canceled": 0, "rejected": 0}
+        assert bar_sums(page, "chart-per-minute", "data-state") == {"completed": 3}
+        assert page.url == f"{server.url}/ui/agents/steady" and violations == []
+        context.close()
+
+
 def counts(page) -> dict[str, int]:
     """The legend's count of each final state."""
     return {s: int(page.get_by_test_id(f"count-{s}").inner_text()) for s in ("completed", "failed", "canceled",

@@ -5,6 +5,7 @@
     GET  {root}/login/oidc[/callback]        log in at the configured OIDC provider (parley.web.oidc)
     GET  {root}/agents/{id}                  one agent: card, card check, examples, its routes; a link to its chat
     GET  {root}/agents/{id}/chat             the chat and its console (text and files)
+    GET  {root}/agents/{id}/charts           the agent page's last hour alone (the page redraws it live)
     POST {root}/a2a/{id}                     the chat's JSON-RPC, sent on with the session's credential
     GET  {root}/tasks[/rows]                 tasks of every agent and principal (filters, pages); rows only
     GET  {root}/tasks/{id}                   one task: timeline, messages, artifacts, log, tree, push log
@@ -150,6 +151,7 @@ class Dashboard:
             Route(f"{r}/login/oidc/callback", self.oidc_callback, methods=["GET"]),
             Route(f"{r}/agents/{{agent_id}}", self.agent_page, methods=["GET"]),
             Route(f"{r}/agents/{{agent_id}}/chat", self.chat_page, methods=["GET"]),
+            Route(f"{r}/agents/{{agent_id}}/charts", self.agent_charts, methods=["GET"]),
             Route(f"{r}/a2a/{{agent_id}}", self.chat_rpc, methods=["POST"]),
             Route(f"{r}/tasks", self.tasks_page, methods=["GET"]),
             Route(f"{r}/tasks/rows", self.task_rows, methods=["GET"]),
@@ -391,12 +393,22 @@ class Dashboard:
                           examples=examples(summary["url"], secured=secured), hub=_hub_map(self.runtime, agent_id),
                           **await self._charts(agent_id))
 
+    @_admin
+    async def agent_charts(self, request: Request, viewer: Viewer) -> Response:
+        """The agent page's charts alone, drawn again from the store: the page fetches them when the agent's
+        tasks change (the change feed) and every minute (the hour moves on)."""
+        agent_id = request.path_params["agent_id"]
+        if agent_id not in self.runtime.agents:
+            return JSONResponse({"error": f"No agent {agent_id!r} here."}, status_code=404)
+        html = self.templates.get_template("charts.html").render(root=self.root, **await self._charts(agent_id))
+        return HTMLResponse(html, headers=_PAGE_HEADERS)
+
     async def _charts(self, agent_id: str) -> dict[str, Any]:
         """What charts.html draws for one agent (parley.web.charts)."""
         now = time.time()
         stats = await charts.agent_stats(self.runtime.store, agent_id, now)
         pushes = await push_chart.push_stats(self.runtime.store, agent_id, now)
-        return {"stats": stats, "bars": charts.bars(stats), "final": charts.FINAL, "width": charts.WIDTH,
+        return {"chart_agent": agent_id, "stats": stats, "bars": charts.bars(stats), "final": charts.FINAL, "width": charts.WIDTH,
                 "height": charts.HEIGHT, "p50": stats.percentile(50), "p95": stats.percentile(95),
                 "first50": stats.first_event_percentile(50), "first95": stats.first_event_percentile(95),
                 "max_tasks": charts.MAX_TASKS, "pushes": pushes, "outcomes": push_chart.OUTCOMES,

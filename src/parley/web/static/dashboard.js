@@ -60,6 +60,39 @@ function liveTable() {
   source.addEventListener("logout", () => { source.close(); location.reload(); });
 }
 
+// The agent page's last hour, drawn again by the server when the agent's tasks change (at most every 2 s: a
+// streaming answer changes its task at every piece) and every minute (the hour moves on).
+function liveCharts() {
+  const first = document.querySelector("section[data-charts]");
+  if (!first) return;
+  const { charts: url, events, agent } = first.dataset;
+  let inFlight = false, again = false, last = 0, timer = null;
+  const redraw = async () => {
+    if (inFlight) { again = true; return; }
+    inFlight = true;
+    last = Date.now();
+    try {
+      const response = await fetch(url, { headers: { Accept: "text/html" } });
+      if (response.redirected || response.status === 401) { location.reload(); return; }  // the login ended
+      if (response.ok) document.querySelector("section[data-charts]").outerHTML = await response.text();
+    } finally {
+      inFlight = false;
+      if (again) { again = false; soon(); }
+    }
+  };
+  const soon = () => {
+    if (timer !== null) return;
+    timer = setTimeout(() => { timer = null; redraw(); }, Math.max(0, last + 2000 - Date.now()));
+  };
+  const source = new EventSource(events);
+  source.addEventListener("change", (event) => {
+    try { if (JSON.parse(event.data).agent === agent) soon(); } catch { /* not a change of ours */ }
+  });
+  source.addEventListener("reload", soon);
+  source.addEventListener("logout", () => { source.close(); location.reload(); });
+  setInterval(soon, 60000);
+}
+
 function liveTask() {
   const facts = document.querySelector("[data-task-page]");
   if (!facts || facts.dataset.settled === "yes") return;
@@ -262,6 +295,7 @@ class Chat {
 
 copyButtons();
 liveTable();
+liveCharts();
 liveTask();
 for (const root of document.querySelectorAll("section.chat")) new Chat(root);
 startInspectors();
