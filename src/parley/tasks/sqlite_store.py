@@ -327,8 +327,16 @@ class _Tail:
     base_seq: int  # the task row's seq: the tail's entries follow it
     last_seq: int
     updated_at: float
-    batches: tuple[bytes, ...]  # each commit's entries (encode_entries), in order
+    batches: tuple[bytes, ...]  # each commit's entries, in order, as its feed row holds them: the first whole
+    # (encode_entries), the others elided against it (log_packing.elide: ~30 of ~220 bytes a token, held per task)
     count: int  # entries in all
+
+    def whole(self) -> list[bytes]:
+        """Each commit's entries whole (encode_entries), in order."""
+        if not self.batches:
+            return []
+        first = self.batches[0]
+        return [first, *(restore(b, first) for b in self.batches[1:])]
 
 
 @dataclass(slots=True)
@@ -440,8 +448,9 @@ class SqliteTaskStore(TaskStore):
             "WHERE c.pos > ? AND c.entries IS NOT NULL AND c.seq > t.seq ORDER BY c.pos", (start,)).fetchall()
         for task_id, agent_id, owner, state, base, seq, at, stored in rows:
             tail = self._tails.get(task_id) or _Tail(agent_id, owner, state, base, base, at, (), 0)
-            batch = restore(bytes(stored), tail.batches[0]) if tail.batches else bytes(stored)
-            self._tails[task_id] = _Tail(agent_id, owner, state, base, seq, at, (*tail.batches, batch),
+            stored = bytes(stored)
+            batch = restore(stored, tail.batches[0]) if tail.batches else stored
+            self._tails[task_id] = _Tail(agent_id, owner, state, base, seq, at, (*tail.batches, stored),
                                          tail.count + len(decode_entries(batch)))
         if self._tails:
             with db:
@@ -600,7 +609,7 @@ class SqliteTaskStore(TaskStore):
             if c.expected_seq != tail.last_seq:
                 raise SequenceConflict(c.task_id, c.expected_seq, tail.last_seq)
             db.execute("INSERT INTO entry_batches (task_id, last_seq, entries) VALUES (?,?,?)",
-                       (c.task_id, tail.last_seq, pack_log_row(list(tail.batches))))
+                       (c.task_id, tail.last_seq, pack_log_row(tail.whole())))
             self._set_tail(c.task_id, None)
             base_seq = tail.base_seq
         if c.record is not None:
@@ -686,7 +695,7 @@ class SqliteTaskStore(TaskStore):
         self._db.execute("INSERT INTO changes (task_id, agent_id, owner, seq, state, at, entries) VALUES (?,?,?,?,?,?,?)",
                          (c.task_id, tail.agent_id, tail.owner, c.last_seq, tail.state, c.updated_at, stored))
         self._set_tail(c.task_id, _Tail(tail.agent_id, tail.owner, tail.state, tail.base_seq, c.last_seq,
-                                        c.updated_at, (*tail.batches, batch), tail.count + len(c.entries)))
+                                        c.updated_at, (*tail.batches, stored), tail.count + len(c.entries)))
         return True
 
     def _move_tails(self) -> None:
@@ -695,7 +704,7 @@ class SqliteTaskStore(TaskStore):
         db = self._db
         for task_id, tail in self._tails.items():
             db.execute("INSERT INTO entry_batches (task_id, last_seq, entries) VALUES (?,?,?)",
-                       (task_id, tail.last_seq, pack_log_row(list(tail.batches))))
+                       (task_id, tail.last_seq, pack_log_row(tail.whole())))
             db.execute(f"UPDATE tasks SET seq=?, updated_at=?, snapshot_seq=coalesce(snapshot_seq, ?), "
                        f"tail_after={_FEED_END} WHERE id=? AND seq=?",
                        (tail.last_seq, tail.updated_at, tail.base_seq, task_id, tail.base_seq))
@@ -753,7 +762,7 @@ class SqliteTaskStore(TaskStore):
             finally:
                 rows.close()  # a statement left open would hold its read transaction
         if tail is not None:  # then the tail's, held here
-            for batch in tail.batches:
+            for batch in tail.whole():
                 out.extend(e for e in decode_entries(batch) if e.seq > seq)
                 if limit is not None and len(out) >= limit:
                     return out[:limit]
