@@ -24,6 +24,7 @@ EXTRA_OF = {
     "parley.grpc": "wheel-grpc",  # the generated code: protobuf, grpcio, googleapis-common-protos
     "parley.client.grpc": "wheel-grpc",
     "parley.server.grpc_server": "wheel-grpc",
+    "parley.web.inspector_grpc": "wheel-grpc",  # loaded by the inspector only for a gRPC interface
     "parley.telemetry.metrics": "wheel-otel",
     "parley.telemetry.propagation": "wheel-otel",
     "parley.telemetry.push_spans": "wheel-otel",
