@@ -130,11 +130,7 @@ def test_the_charts_show_a_known_load(browser, store: str, request: pytest.Fixtu
                     logged[t["outcome"]] = logged.get(t["outcome"], 0) + 1
         assert logged == {"delivered": 2, "retry": 3, "dead": 2, "disabled": 1}, logs
 
-        context = browser.new_context()
-        page = context.new_page()
-        violations: list[str] = []
-        page.on("console", lambda msg: violations.append(msg.text) if "Content Security Policy" in msg.text else None)
-        dashboard_login(page, server.url, ADMIN_KEY)
+        context, page, violations = logged_in(browser, server.url)
 
         page.goto(f"{server.url}/ui/agents/steady")
         assert counts(page) == {"completed": 4, "failed": 0, "canceled": 0, "rejected": 0}
@@ -187,11 +183,7 @@ def test_the_task_page_draws_its_tree_and_timeline(browser, store: str, request:
     with running(app) as server:
         task = send(server.url, "lead", "go")
         assert task["status"]["state"] == "TASK_STATE_COMPLETED"
-        context = browser.new_context()
-        page = context.new_page()
-        violations: list[str] = []
-        page.on("console", lambda msg: violations.append(msg.text) if "Content Security Policy" in msg.text else None)
-        dashboard_login(page, server.url, ADMIN_KEY)
+        context, page, violations = logged_in(browser, server.url)
         page.goto(f"{server.url}/ui/tasks/{task['id']}")
 
         graph = page.get_by_test_id("tree-graph")
@@ -235,11 +227,7 @@ def test_the_charts_redraw_live_as_tasks_end(browser, tmp_path: Path) -> None:
     app = pictures_app(str(tmp_path / "pictures.db"))
     with running(app) as server:
         assert send(server.url, "steady", "before")["status"]["state"] == "TASK_STATE_COMPLETED"
-        context = browser.new_context()
-        page = context.new_page()
-        violations: list[str] = []
-        page.on("console", lambda msg: violations.append(msg.text) if "Content Security Policy" in msg.text else None)
-        dashboard_login(page, server.url, ADMIN_KEY)
+        context, page, violations = logged_in(browser, server.url)
         page.goto(f"{server.url}/ui/agents/steady")
         assert counts(page)["completed"] == 1
         page.evaluate("document.querySelector('section[data-charts]').dataset.drawnAt = 'first'")
@@ -255,6 +243,16 @@ def test_the_charts_redraw_live_as_tasks_end(browser, tmp_path: Path) -> None:
         assert bar_sums(page, "chart-per-minute", "data-state") == {"completed": 3}
         assert page.url == f"{server.url}/ui/agents/steady" and violations == []
         context.close()
+
+
+def logged_in(browser, base: str) -> tuple[object, object, list[str]]:
+    """A new browser context logged in as the admin, its page, and the CSP violations its console reports."""
+    context = browser.new_context()
+    page = context.new_page()
+    violations: list[str] = []
+    page.on("console", lambda msg: violations.append(msg.text) if "Content Security Policy" in msg.text else None)
+    dashboard_login(page, base, ADMIN_KEY)
+    return context, page, violations
 
 
 def counts(page) -> dict[str, int]:
