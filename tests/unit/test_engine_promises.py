@@ -27,7 +27,7 @@ from parley.agents.base import AgentOutput, ArtifactChunk, RunContext
 from parley.protocol import models as m
 from parley.protocol.errors import UnsupportedOperationError
 from parley.protocol.states import is_terminal
-from parley.tasks.engine import CHECKPOINT_MARK, RESTART_MESSAGE, RESUME_MESSAGE
+from parley.tasks.engine import CHECKPOINT_MARK, PACE_SECONDS, RESTART_MESSAGE, RESUME_MESSAGE
 from parley.tasks.log import Entry
 from parley.tasks.memory_store import MemoryTaskStore
 from parley.tasks.store import MessageKey, content_size, fingerprint, stores_snapshot
@@ -609,3 +609,28 @@ async def test_the_snapshot_rewrites_of_a_streamed_answer_grow_linearly_with_it(
     assert sum(rewritten) <= 40 * answer, (len(rewritten), sum(rewritten) / answer)
     lagging = [c for c in store.commits if not stores_snapshot(c)]
     assert len(lagging) > 0.9 * len(store.commits)  # most commits leave the snapshot behind
+
+
+async def test_an_artifact_and_the_checkpoint_yielded_right_after_it_share_one_commit() -> None:
+    """A resumed run starts after its checkpoint, so an artifact committed without the checkpoint that follows it
+    at once would be produced twice (tests/cluster/test_connection_drops.py saw `tick-18` twice when the store
+    stayed away between the two commits). The agent waits longer than PACE_SECONDS between steps (its own
+    work, as an LLM's tokens do): the drive loop's pacing must not split the artifact from its checkpoint."""
+    steps = 4
+
+    async def counter(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        for i in range(steps):
+            yield ArtifactChunk(m.Artifact(artifact_id=f"tick-{i}", parts=[m.Part(text=f"tick {i}")]))
+            yield ctx.internal("checkpoint", state={"next": i + 1})
+            await asyncio.sleep(PACE_SECONDS * 5)  # the agent's own work between steps, not a synchronisation
+
+    store = TapStore(commit_io=1)  # each commit gives the loop a turn, as a database round trip does
+    engine = make_engine(counter, store=store)
+    sub = await engine.submit("counter", OWNER, request())
+    await bounded(sub.run.aio, "the run to end")  # type: ignore[arg-type]
+    with_checkpoint = [c for c in store.commits if c.checkpoint is not None]
+    assert [c.checkpoint["agent"] for c in with_checkpoint] == [{"next": i + 1} for i in range(steps)]
+    for i, commit in enumerate(with_checkpoint):
+        ticks = [describe(e)[1] for e in commit.entries if isinstance(e.event, m.TaskArtifactUpdateEvent)]
+        assert ticks == [f"tick-{i}"], f"checkpoint {i + 1} was committed with {ticks}"
+    await assert_log_consistent(store, sub.record.task.id)

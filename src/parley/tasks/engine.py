@@ -164,6 +164,7 @@ class Run:
     lease_lost: bool = False
     paced_at: float = 0.0
     turned: bool = False  # the event loop ran a turn since the agent's last output (it waited): no pacing needed
+    flush_asked_at: float = 0.0  # when the pending flush was scheduled (the loop has not turned since)
     may_reply: bool = False  # nothing visible yet from an agent that may answer with a Message: `working` waits
     created: asyncio.Future | None = None  # a task written in one pass: resolved once its creation is committed
     created_with: list[Entry] = field(default_factory=list)  # the entries of that commit
@@ -418,6 +419,7 @@ class TaskEngine:
         if run.flush_scheduled:
             return
         run.flush_scheduled = True
+        run.flush_asked_at = time.monotonic()
         run.loop.call_soon(self._flush_if_needed, run)
 
     def _flush_if_needed(self, run: Run) -> None:
@@ -700,7 +702,10 @@ class TaskEngine:
                         await self._take(run, out)
                     if run.settled.is_set():
                         break
-                    if run.turned:  # the agent waited since its last output: the others had the loop
+                    if run.flush_scheduled:  # the loop has not turned since this flush was asked for
+                        if time.monotonic() - run.flush_asked_at >= PACE_SECONDS:
+                            await self._pace(run)
+                    elif run.turned:  # the agent waited since its last output: the others had the loop
                         run.turned = False
                         run.paced_at = time.monotonic()
                     elif time.monotonic() - run.paced_at >= PACE_SECONDS:
@@ -800,11 +805,11 @@ class TaskEngine:
             await self._flush(run)
 
     async def _pace(self, run: Run) -> None:
-        """Give the event loop to others now and then, however busy the agent is."""
-        now = time.monotonic()
-        if now - run.paced_at >= PACE_SECONDS:
-            await asyncio.sleep(0)
-            run.paced_at = time.monotonic()
+        """Give the event loop to others (and the pending flush its turn): the agent has not waited for
+        PACE_SECONDS. Never between outputs that follow each other at once, so that they share one commit (an
+        artifact and the checkpoint after it: a resumed run must not find the one without the other)."""
+        await asyncio.sleep(0)
+        run.paced_at = time.monotonic()
 
     async def _fail(self, run: Run, reason: str) -> None:
         async with run.lock:
