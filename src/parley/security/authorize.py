@@ -25,7 +25,6 @@ from parley.security.skill import SKILL_KEY, requested_skill
 from parley.server.access import Access, Principal
 
 
-
 def skill_requirements(skill: m.AgentSkill) -> list[frozenset[str]]:
     """The alternative scope sets a skill requires (any one suffices); empty: no requirement."""
     out = []

@@ -9,6 +9,7 @@ in the same task, so nothing is lost, reordered or run twice. Cancellation reach
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any, Generic, TypeVar
 
@@ -25,7 +26,7 @@ class ReadyItems(Generic[T]):
     can be closed.
     """
 
-    __slots__ = ("items", "step", "pending")
+    __slots__ = ("items", "pending", "step")
 
     def __init__(self, items: AsyncIterator[T]) -> None:
         self.items = items
@@ -60,10 +61,9 @@ class ReadyItems(Generic[T]):
             return
         if isinstance(pending, asyncio.Future):
             pending.cancel()
-        try:
+        # The step ends: with CancelledError, or whatever its cleanup raised (nobody awaits it to hear of it).
+        with contextlib.suppress(BaseException):
             step.throw(asyncio.CancelledError())
-        except BaseException:  # noqa: BLE001 - the step ends (CancelledError, or whatever its cleanup raised)
-            pass
 
 
 __all__ = ["ReadyItems"]
