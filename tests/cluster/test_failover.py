@@ -285,7 +285,7 @@ def test_text_written_after_the_checkpoint_is_not_duplicated_by_the_resumed_run(
         pair: tuple[Replica, Replica]) -> None:
     """`writer` on A: text, checkpoint, more text (committed: a status follows it), then waits. A is SIGKILLed;
     B resumes from the checkpoint and the agent writes the text after the checkpoint again. The engine undid
-    what A wrote after the checkpoint (`_undo_text_after`: the text artifact is reset to what it was then),
+    what A wrote after the checkpoint (`_undo_after`: the text artifact is reset to what it was then),
     so the answer holds each sentence once."""
     a, b = pair
     task_id = send(a, "writer", "go", wait=False)["id"]

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from enginekit import TapStore, assert_log_consistent, bounded, die, drain, log_of
 
-from parley.agents.base import AgentOutput, FunctionAgent, RunContext
+from parley.agents.base import AgentOutput, ArtifactChunk, FunctionAgent, RunContext
 from parley.protocol import models as m
 from parley.protocol.errors import UnsupportedOperationError
 from parley.protocol.states import is_terminal
@@ -550,6 +550,57 @@ async def test_after_a_dies_b_resumes_its_task_from_the_checkpoint() -> None:
 
 async def test_after_a_dies_b_resumes_a_task_checkpointed_before_its_first_text_chunk() -> None:
     await resume_after_death(chunk_before_checkpoint=False)
+
+
+async def test_a_resumed_run_appends_the_chunks_of_an_artifact_after_its_checkpoint_once() -> None:
+    """An artifact streamed in chunks (append=true, A2A 1.0 section 4.2.2 TaskArtifactUpdateEvent) over a
+    checkpoint: the process dies after a chunk written past the checkpoint; the run resumed from the checkpoint
+    appends that chunk again, and the artifact must hold it once (it is restored to what it was at the
+    checkpoint first), as the uninterrupted run's would."""
+    store = TapStore()
+    ran: list[tuple[str, Any]] = []
+
+    def chunk(text: str, *, append: bool, last: bool = False) -> ArtifactChunk:
+        return ArtifactChunk(m.Artifact(artifact_id="table", parts=[m.Part(text=text)]), append=append,
+                             last_chunk=last)
+
+    def agents(name: str) -> list[AgentFn]:
+        async def tabler(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+            ran.append((name, ctx.checkpoint))
+            if ctx.checkpoint is None:
+                yield chunk("row 1; ", append=False)
+                yield ctx.internal("checkpoint", state={"rows": 1})
+                await asyncio.sleep(0)  # a later loop turn: the next chunk is a commit of its own
+                yield chunk("row 2; ", append=True)
+                await asyncio.Event().wait()  # the process dies here
+            yield chunk("row 2; ", append=True)
+            yield chunk("row 3.", append=True, last=True)
+
+        return [tabler]
+
+    engines = cluster(agents, store=store, lease_seconds={"A": 1.0, "B": 0.3})
+    a, b = engines["A"], engines["B"]
+    sub = await a.submit("tabler", OWNER, request())
+    task_id = sub.record.task.id
+
+    async def row_2_written() -> bool:
+        return any(describe(e)[:2] == ("artifact", "row 2; ") for e in await log_of(store, task_id))
+
+    await store.until(row_2_written, "the chunk written after the checkpoint")
+    await die(sub.run)  # type: ignore[arg-type]
+    died_at = len(await log_of(store, task_id))
+    await b.start()
+    entries = await bounded(_collect(b.follow(task_id, died_at, until=is_terminal)),
+                            "B to take the task over and finish it")
+    assert describe(entries[-1]) == ("status", S.COMPLETED, None)
+    assert ran == [("A", None), ("B", {"rows": 1})]
+    await assert_log_consistent(store, task_id)
+    rec = await store.get(task_id)
+    assert rec is not None
+    assert answer(rec.task) == ["row 1; row 2; row 3."], answer(rec.task)  # each row once
+    # What B wrote first restores the table to the checkpoint's (a follower's copy is right again, too).
+    assert describe(entries[0]) == ("artifact", "row 1; ", False, False)
+    await shutdown(a, b)
 
 
 # --- a run whose task was taken over ---------------------------------------------------------------------------------

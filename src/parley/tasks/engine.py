@@ -1082,7 +1082,7 @@ class TaskEngine:
         run = Run(rec, Turn(rec.task.id, rec.task.context_id, text), committed_seq=rec.seq, has_checkpoint=True)
         events: list = []
         if saved is not None and isinstance(saved.get("seq"), int) and rec.seq > saved["seq"]:
-            events.extend(await self._undo_text_after(run, saved["seq"]))
+            events.extend(await self._undo_after(run, saved["seq"]))
         events.append(run.turn.status(m.TaskState.WORKING, RESUME_MESSAGE))
         self.runs[rec.task.id] = run
         try:
@@ -1094,13 +1094,14 @@ class TaskEngine:
         self._start(run, agent, last_user, first_turn=False, metadata=rec.task.metadata, checkpoint=agent_state)
         return True
 
-    async def _undo_text_after(self, run: Run, checkpoint_seq: int) -> list:
-        """If text was written to the text artifact after the checkpoint, an event restoring it to what it was
-        then: the resumed agent produces that text again."""
-        artifact_id = run.turn.artifact_id
+    async def _undo_after(self, run: Run, checkpoint_seq: int) -> list:
+        """Events restoring every artifact changed after the checkpoint to what it was then: the resumed agent
+        produces those changes again, so chunks it appends must not land twice. The text artifact keeps the text
+        not yet written (Turn.reset_text); an artifact made after the checkpoint is left (the agent makes it again,
+        replacing it)."""
         log_entries = await self.store.events_after(run.task.id, 0)
-        later = [e for e in log_entries if e.seq > checkpoint_seq and isinstance(e.event, m.TaskArtifactUpdateEvent)
-                 and e.event.artifact.artifact_id == artifact_id]
+        later = {e.event.artifact.artifact_id for e in log_entries
+                 if e.seq > checkpoint_seq and isinstance(e.event, m.TaskArtifactUpdateEvent)}
         if not later:
             return []
         snapshot: m.Task | None = None
@@ -1108,9 +1109,17 @@ class TaskEngine:
             if entry.seq > checkpoint_seq:
                 break
             snapshot = apply(snapshot, entry)
-        parts = next((list(a.parts) for a in (snapshot.artifacts or []) if a.artifact_id == artifact_id), []) \
-            if snapshot is not None else []
-        return [run.turn.reset_text(parts)]
+        then = {a.artifact_id: a for a in (snapshot.artifacts or [])} if snapshot is not None else {}
+        events: list = []
+        text_id = run.turn.artifact_id
+        if text_id in later:
+            events.append(run.turn.reset_text(list(then[text_id].parts) if text_id in then else []))
+        for artifact_id in sorted(later - {text_id}):
+            if artifact_id in then:
+                events.append(m.TaskArtifactUpdateEvent(
+                    task_id=run.task.id, context_id=run.task.context_id, artifact=then[artifact_id],
+                    append=False, last_chunk=False))
+        return events
 
     async def _keep_leases(self) -> None:
         """Renew the leases of the runs here; stop runs whose lease another process took; adopt orphans."""
