@@ -10,6 +10,7 @@ Real parts: a grpc.aio server with a certificate for `localhost` issued by a tes
 from __future__ import annotations
 
 import datetime
+import os
 import re
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -27,19 +28,19 @@ from support import ServeProcess, UvicornThread, free_port
 grpc = pytest.importorskip("grpc")
 x509 = pytest.importorskip("cryptography.x509")
 
-from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
-from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
-from cryptography.x509.oid import NameOID  # noqa: E402
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
-from parley.grpc import a2a_pb2 as pb  # noqa: E402
-from parley.grpc import a2a_pb2_grpc  # noqa: E402
+from parley.grpc import a2a_pb2 as pb
+from parley.grpc import a2a_pb2_grpc
 
 
 def _issue(subject: str, key: ec.EllipticCurvePrivateKey, issuer: tuple[str, ec.EllipticCurvePrivateKey] | None,
            *, ca: bool) -> x509.Certificate:
     """A certificate for `subject` (a CA, or a server certificate for the DNS name `subject`), self-signed when
     `issuer` is None."""
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     issuer_name, signing_key = issuer if issuer is not None else (subject, key)
     builder = (x509.CertificateBuilder()
                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
@@ -74,7 +75,7 @@ class Pki:
 class Tasks(a2a_pb2_grpc.A2AServiceServicer):
     """GetTask answers a working task with the id asked for (what the test reads back)."""
 
-    async def GetTask(self, request, context):  # noqa: N802 - the gRPC method's name
+    async def GetTask(self, request, context):
         return pb.Task(id=request.id, context_id="c1", status=pb.TaskStatus(state=pb.TASK_STATE_WORKING))
 
 
@@ -111,8 +112,6 @@ def pki(tmp_path: Path) -> Pki:
 def dashboards(tmp_path: Path, pki: Pki) -> Iterator[tuple[str, str]]:
     """Two `parley serve` dashboards whose inspector may reach loopback: (one trusting the test CA through
     GRPC_DEFAULT_SSL_ROOTS_FILE_PATH, one with gRPC's own roots)."""
-    import os
-
     (tmp_path / "parley.toml").write_text('[server]\nbuiltin_agents = true\n\n[server.dashboard]\ninspect_allow = ["127.0.0.0/8"]\n')
     started: list[ServeProcess] = []
     try:
