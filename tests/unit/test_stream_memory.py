@@ -83,8 +83,8 @@ async def test_an_open_stream_holds_less_than_28_kib_of_python_objects(tmp_path:
     runtime = asgi.state.parley
     await runtime.start()
     streams: list[Stream] = []
+    warm = Stream(asgi, gates, 999)
     try:
-        warm = Stream(asgi, gates, 999)
         await warm.token()  # modules, caches and statements ready before the count
         gc.collect()
         tracemalloc.start()
