@@ -38,6 +38,7 @@ import msgspec
 
 from parley.agents.base import Agent, AgentError, AgentOutput, InternalEvent, Reply, RunContext, new_id
 from parley.eager import start_eagerly
+from parley.flag import Flag
 from parley.log_throttle import Throttled
 from parley.protocol import models as m
 from parley.protocol.errors import (
@@ -149,8 +150,8 @@ class Run:
     record: TaskRecord
     turn: Turn
     committed_seq: int
-    settled: asyncio.Event = field(default_factory=asyncio.Event)
-    over: asyncio.Event = field(default_factory=asyncio.Event)  # settled, or the run stopped without settling
+    settled: Flag = field(default_factory=Flag)  # Flags, not asyncio.Events: ~700 bytes less each per run
+    over: Flag = field(default_factory=Flag)  # settled, or the run stopped without settling
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     aio: asyncio.Task | None = None
     done: bool = False

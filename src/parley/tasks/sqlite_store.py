@@ -28,6 +28,7 @@ import socket
 import sqlite3
 import threading
 import time
+from array import array
 from collections.abc import AsyncIterator, Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -327,16 +328,36 @@ class _Tail:
     base_seq: int  # the task row's seq: the tail's entries follow it
     last_seq: int
     updated_at: float
-    batches: tuple[bytes, ...]  # each commit's entries, in order, as its feed row holds them: the first whole
-    # (encode_entries), the others elided against it (log_packing.elide: ~30 of ~220 bytes a token, held per task)
+    first: bytes | None  # the first commit's entries (encode_entries): the later feed rows are elided against it
+    rows: array  # the feed rows (`changes.pos`) of the later commits, in order: their bytes are read back when
+    # the tail is read or moved, not held here (8 bytes a token instead of ~120: issue 25, memory per open stream)
     count: int  # entries in all
 
-    def whole(self) -> list[bytes]:
-        """Each commit's entries whole (encode_entries), in order."""
-        if not self.batches:
+    def then(self, pos: int, last_seq: int, updated_at: float, batch: bytes, entries: int) -> _Tail:
+        """This tail and one more commit: `batch` (its entries whole) in feed row `pos`."""
+        if self.first is None:
+            return _Tail(self.agent_id, self.owner, self.state, self.base_seq, last_seq, updated_at, batch,
+                         self.rows, self.count + entries)
+        return _Tail(self.agent_id, self.owner, self.state, self.base_seq, last_seq, updated_at, self.first,
+                     self.rows + array("q", (pos,)), self.count + entries)
+
+    def whole(self, db: sqlite3.Connection) -> list[bytes]:
+        """Each commit's entries whole (encode_entries), in order: the first held, the others read from their
+        feed rows (in the caller's transaction, which sees rows it wrote itself)."""
+        first = self.first
+        if first is None:
             return []
-        first = self.batches[0]
-        return [first, *(restore(b, first) for b in self.batches[1:])]
+        stored: dict[int, bytes] = {}
+        positions = self.rows.tolist()
+        for i in range(0, len(positions), _ROWS_READ):
+            chunk = positions[i:i + _ROWS_READ]
+            chunk += chunk[-1:] * (_ROWS_READ - len(chunk))  # one statement text for any count: the cache keeps it
+            stored.update(db.execute(_TAIL_ROWS, chunk).fetchall())
+        return [first, *(restore(bytes(stored[pos]), first) for pos in positions)]
+
+
+_ROWS_READ = 64  # feed rows a statement of _TAIL_ROWS reads
+_TAIL_ROWS = f"SELECT pos, entries FROM changes WHERE pos IN ({','.join('?' * _ROWS_READ)})"
 
 
 @dataclass(slots=True)
@@ -443,15 +464,14 @@ class SqliteTaskStore(TaskStore):
         if start is None:
             return
         rows = db.execute(
-            "SELECT c.task_id, c.agent_id, c.owner, c.state, t.seq, c.seq, c.at, c.entries "
+            "SELECT c.task_id, c.agent_id, c.owner, c.state, t.seq, c.seq, c.at, c.entries, c.pos "
             "FROM changes c JOIN tasks t ON t.id = c.task_id "
             "WHERE c.pos > ? AND c.entries IS NOT NULL AND c.seq > t.seq ORDER BY c.pos", (start,)).fetchall()
-        for task_id, agent_id, owner, state, base, seq, at, stored in rows:
-            tail = self._tails.get(task_id) or _Tail(agent_id, owner, state, base, base, at, (), 0)
+        for task_id, agent_id, owner, state, base, seq, at, stored, pos in rows:
+            tail = self._tails.get(task_id) or _Tail(agent_id, owner, state, base, base, at, None, array("q"), 0)
             stored = bytes(stored)
-            batch = restore(stored, tail.batches[0]) if tail.batches else stored
-            self._tails[task_id] = _Tail(agent_id, owner, state, base, seq, at, (*tail.batches, stored),
-                                         tail.count + len(decode_entries(batch)))
+            batch = restore(stored, tail.first) if tail.first is not None else stored
+            self._tails[task_id] = tail.then(pos, seq, at, batch, len(decode_entries(batch)))
         if self._tails:
             with db:
                 db.execute("BEGIN IMMEDIATE")
@@ -609,7 +629,7 @@ class SqliteTaskStore(TaskStore):
             if c.expected_seq != tail.last_seq:
                 raise SequenceConflict(c.task_id, c.expected_seq, tail.last_seq)
             db.execute("INSERT INTO entry_batches (task_id, last_seq, entries) VALUES (?,?,?)",
-                       (c.task_id, tail.last_seq, pack_log_row(tail.whole())))
+                       (c.task_id, tail.last_seq, pack_log_row(tail.whole(db))))
             self._set_tail(c.task_id, None)
             base_seq = tail.base_seq
         if c.record is not None:
@@ -687,15 +707,15 @@ class SqliteTaskStore(TaskStore):
             agent_id, owner, state, seq, updated_at = row
             if state in _TERMINAL_VALUES:
                 return False
-            tail = _Tail(agent_id, owner, state, seq, seq, updated_at, (), 0)
+            tail = _Tail(agent_id, owner, state, seq, seq, updated_at, None, array("q"), 0)
         if c.expected_seq != tail.last_seq:
             raise SequenceConflict(c.task_id, c.expected_seq, tail.last_seq)
         batch = pending.rows[0][1]
-        stored = elide(batch, tail.batches[0]) if tail.batches else batch  # the first stays whole: log_packing
-        self._db.execute("INSERT INTO changes (task_id, agent_id, owner, seq, state, at, entries) VALUES (?,?,?,?,?,?,?)",
-                         (c.task_id, tail.agent_id, tail.owner, c.last_seq, tail.state, c.updated_at, stored))
-        self._set_tail(c.task_id, _Tail(tail.agent_id, tail.owner, tail.state, tail.base_seq, c.last_seq,
-                                        c.updated_at, (*tail.batches, stored), tail.count + len(c.entries)))
+        stored = elide(batch, tail.first) if tail.first is not None else batch  # the first stays whole: log_packing
+        pos = self._db.execute(
+            "INSERT INTO changes (task_id, agent_id, owner, seq, state, at, entries) VALUES (?,?,?,?,?,?,?)",
+            (c.task_id, tail.agent_id, tail.owner, c.last_seq, tail.state, c.updated_at, stored)).lastrowid
+        self._set_tail(c.task_id, tail.then(pos, c.last_seq, c.updated_at, batch, len(c.entries)))
         return True
 
     def _move_tails(self) -> None:
@@ -704,7 +724,7 @@ class SqliteTaskStore(TaskStore):
         db = self._db
         for task_id, tail in self._tails.items():
             db.execute("INSERT INTO entry_batches (task_id, last_seq, entries) VALUES (?,?,?)",
-                       (task_id, tail.last_seq, pack_log_row(tail.whole())))
+                       (task_id, tail.last_seq, pack_log_row(tail.whole(db))))
             db.execute(f"UPDATE tasks SET seq=?, updated_at=?, snapshot_seq=coalesce(snapshot_seq, ?), "
                        f"tail_after={_FEED_END} WHERE id=? AND seq=?",
                        (tail.last_seq, tail.updated_at, tail.base_seq, task_id, tail.base_seq))
@@ -762,7 +782,7 @@ class SqliteTaskStore(TaskStore):
             finally:
                 rows.close()  # a statement left open would hold its read transaction
         if tail is not None:  # then the tail's, held here
-            for batch in tail.whole():
+            for batch in tail.whole(self._db):
                 out.extend(e for e in decode_entries(batch) if e.seq > seq)
                 if limit is not None and len(out) >= limit:
                     return out[:limit]
