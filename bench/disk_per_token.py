@@ -73,7 +73,7 @@ def page_owners(db: Path) -> dict[int, str]:
         con.close()
 
 
-def make_app(db: str, tokens: int, gap: int) -> Any:
+def make_app(db: str, tokens: int, gap: int, group_commit_seconds: float | None = None) -> Any:
     """A Parley app whose agent yields `tokens` tokens, `gap` loop turns apart."""
     from parley import Parley
     from parley.agents.base import FunctionAgent
@@ -86,14 +86,15 @@ def make_app(db: str, tokens: int, gap: int) -> Any:
 
     app = Parley()
     app.add_agent(FunctionAgent(streamer, id="streamer", name="Streamer"))
-    return app.asgi(app.settings.merged(db=db))
+    return app.asgi(app.settings.merged(db=db, group_commit_seconds=group_commit_seconds))
 
 
-async def run(db: Path, streams: int, tokens: int, gap: int = 1) -> dict[str, Any]:
+async def run(db: Path, streams: int, tokens: int, gap: int = 1,
+              group_commit_seconds: float | None = None) -> dict[str, Any]:
     """Stream `streams` x `tokens` tokens into a fresh database at `db`; what the WAL and the kernel counted."""
     import app_cost
 
-    asgi = make_app(str(db), tokens, gap)
+    asgi = make_app(str(db), tokens, gap, group_commit_seconds)
     answers: list[bytes] = []
     async with app_cost.lifespan(asgi):
         wal = Path(str(db) + "-wal")
@@ -138,6 +139,9 @@ def main() -> None:
                          "token is a commit of its own, as with an LLM's tokens 50 ms apart)")
     ap.add_argument("--page-size", type=int, default=None,
                     help="the page size of the new database (default: the store's, sqlite_store.PAGE_SIZE)")
+    ap.add_argument("--group-commit-seconds", type=float, default=None,
+                    help="the store's group-commit interval (default: Settings'; 0: off, each token committed as "
+                         "soon as it is ready, as a token of an LLM 50 ms after the previous write is)")
     ap.add_argument("--once", action="store_true", help="only the --streams run, not the one-stream run after it")
     args = ap.parse_args()
     from parley.tasks import sqlite_store
@@ -148,7 +152,7 @@ def main() -> None:
         sqlite_store.PAGE_SIZE = args.page_size
     for streams in dict.fromkeys((args.streams,) if args.once else (args.streams, 1)):
         with tempfile.TemporaryDirectory(dir=HERE.parent) as tmp:  # a real disk, not a tmpfs
-            out = asyncio.run(run(Path(tmp) / "t.db", streams, args.tokens, args.gap))
+            out = asyncio.run(run(Path(tmp) / "t.db", streams, args.tokens, args.gap, args.group_commit_seconds))
         report(streams, args.tokens, out)
 
 

@@ -196,10 +196,12 @@ def gen_entry(argv: list[str]) -> None:
 # ----------------------------------------------------------------------------- servers
 
 
-def server_cmd(name: str, port: int, tmp: Path) -> tuple[list[str], dict[str, str]]:
-    """The command line of server `name` (pinned to SERVER_CPU) and its extra environment."""
+def server_cmd(name: str, port: int, tmp: Path, parley_args: list[str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """The command line of server `name` (pinned to SERVER_CPU) and its extra environment; `parley_args` are added
+    to `parley serve`'s (e.g. --group-commit-seconds 0)."""
     parley = str(Path(sys.executable).parent / "parley")
-    app = [parley, "serve", "--app", "llm_agents:app", "--port", str(port), "--log-level", "warning"]
+    app = [parley, "serve", "--app", "llm_agents:app", "--port", str(port), "--log-level", "warning",
+           *(parley_args or [])]
     cmd, env = {
         "sqlite": ([*app, "--db", str(tmp / "l.db")], {"PYTHONPATH": str(HERE)}),
         "memory": ([*app, "--memory"], {"PYTHONPATH": str(HERE)}),
@@ -438,6 +440,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--servers", default=",".join(SERVERS), help=f"comma-separated, of {','.join(SERVERS)}")
     ap.add_argument("--gen-procs", type=int, default=0, help="load generator processes (0: one per 500 streams)")
+    ap.add_argument("--parley-args", default="", help="extra `parley serve` arguments for sqlite and memory, "
+                    "e.g. '--group-commit-seconds 0'")
     args = ap.parse_args(argv)
     if args.quick:
         args.preset, args.rounds = "quick", 1
@@ -497,7 +501,7 @@ def main() -> None:
         shift = rnd % len(args.servers)
         for name in args.servers[shift:] + args.servers[:shift]:
             port = free_port()
-            cmd, extra = server_cmd(name, port, tmp)
+            cmd, extra = server_cmd(name, port, tmp, args.parley_args.split())
             commands[name] = cmd
             s = ServerProc(name, cmd, port, tmp / f"{name}-{rnd}.log", env=extra)  # a fresh process per wave
             try:

@@ -52,7 +52,7 @@ class Backends:
             # A notification handed to a dispatcher stays its own for two delivery attempts' time: a replica that
             # dies mid-delivery has its notifications sent by another that soon after.
             return PostgresTaskStore(self.postgres, claim_seconds=max(2 * self.settings.push.timeout_seconds, 5.0))
-        return open_store(self.settings.db)
+        return open_store(self.settings.db, group_commit_seconds=self.settings.group_commit_seconds)
 
     def bus(self) -> EventBus:
         """The event bus: in process, or shared by the replicas (Redis, PostgreSQL)."""

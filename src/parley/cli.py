@@ -342,6 +342,9 @@ def serve(
     access_log: bool | None = typer.Option(None, "--access-log/--no-access-log", help="A log line per request "
                                            "(uvicorn's access log) [default: on, or the config's access_log]."),
     grpc_port: int | None = typer.Option(None, "--grpc-port", help="Also serve A2A 1.0 over gRPC on this port."),
+    group_commit_seconds: float | None = typer.Option(
+        None, "--group-commit-seconds", help="SQLite: a busy store writes at most once per this interval, so that "
+        "concurrent streams' tokens share a transaction; 0 turns it off [default: 0.001]."),
     otel: bool | None = typer.Option(None, "--otel/--no-otel", help="OpenTelemetry traces and metrics (parley-a2a[otel]) "
                                         "[default: on when OTEL_TRACES_EXPORTER or OTEL_EXPORTER_OTLP_ENDPOINT is set]."),
     log_format: str = typer.Option("text", "--log-format", help="Log format: text, or json (one object per line, "
@@ -379,7 +382,7 @@ def serve(
     settings = parley.settings.merged(host=host, port=port, db=MEMORY if memory else db, bus=bus,
                                       public_url=public_url,
                                       max_body_bytes=max_body_bytes, grpc_port=grpc_port, insecure=insecure or None,
-                                      access_log=access_log)
+                                      access_log=access_log, group_commit_seconds=group_commit_seconds)
     if settings.db is None:
         settings.db = DEFAULT_DB
     if push_allow:

@@ -236,6 +236,10 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # how long a commit is tried again while the database cannot be reached (a dropped connection, a failover);
     # past it the run stops without failing its task, which is resumed once its lease expires
     commit_retry_seconds: float = 30.0
+    # SQLite store: a group write less than this long after the previous one waits until this long after it, so
+    # that the commits of concurrent streams share a transaction (fewer disk bytes per token); an idle store
+    # writes at once. 0: every commit at the next event-loop turn. docs/operations.md, "Group commit".
+    group_commit_seconds: float = 0.001
     recheck_seconds: float = 30.0  # how often an unavailable agent (a remote one out of reach) is tried again
     drain_seconds: float = 10.0  # on SIGTERM/SIGINT, how long running tasks may finish before they are handed over
     insecure: bool = False  # serve a non-loopback address with no credentials configured (never in production)
@@ -275,6 +279,8 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
             found.append(("lease_seconds", "must be at least 1 second"))
         if self.commit_retry_seconds < 0:
             found.append(("commit_retry_seconds", "must be 0 (no retry) or more"))
+        if not 0 <= self.group_commit_seconds <= 1:
+            found.append(("group_commit_seconds", "must be between 0 (off) and 1 second"))
         if self.db is not None and not self.db.strip():
             found.append(("db", "must name a SQLite file, be \"memory\" or a postgresql:// URL"))
         found.extend(_bus_problems(self))

@@ -2,7 +2,9 @@
 transaction, and a commit behaves as if it had been written synchronously when its caller is cancelled:
 cancelled while still queued, it is never written; cancelled after it was written, it stays written and the
 caller hears of the cancellation at its next await (docs/architecture.md, "Running an agent": what the engine
-committed is what it believes it committed)."""
+committed is what it believes it committed). A busy store writes at most once per `group_commit_seconds`, so that
+commits of concurrent tasks arriving in different loop turns share a transaction too; an idle one writes at once
+(docs/operations.md, "Group commit"). Transactions are counted with SQLite's statement hook, nothing is timed."""
 
 from __future__ import annotations
 
@@ -10,12 +12,15 @@ import asyncio
 import gc
 from pathlib import Path
 
+import pytest
 from test_store_contract import new_task, put, status
 
+from parley.backends import Backends
 from parley.protocol import models as m
 from parley.serve import GC_THRESHOLDS, tune_gc
+from parley.settings import Settings
 from parley.tasks.log import Entry, fold
-from parley.tasks.sqlite_store import SqliteTaskStore
+from parley.tasks.sqlite_store import GROUP_COMMIT_SECONDS, SqliteTaskStore
 from parley.tasks.store import Commit
 
 S = m.TaskState
@@ -48,9 +53,11 @@ async def test_a_commit_cancelled_after_it_was_written_stays_written(tmp_path: P
     try:
         await put(store, new_task())
         job = asyncio.create_task(store.commit(working()))
-        await asyncio.sleep(0)  # queued; the group write is the next callback
-        asyncio.get_running_loop().call_soon(job.cancel)  # runs after the write, before the job resumes
+        loop = asyncio.get_running_loop()
+        # the cancel runs after the group write (whenever its interval lets it run), before the job resumes
+        store._db.set_trace_callback(lambda sql: loop.call_soon(job.cancel) if sql == "COMMIT" else None)
         await asyncio.gather(job, return_exceptions=True)
+        store._db.set_trace_callback(None)
         assert job.cancelled()
         got = await store.get("t1")
         assert got is not None and got.seq == 2 and got.task.status.state is S.WORKING
@@ -73,6 +80,132 @@ async def test_commits_of_one_turn_share_one_transaction(tmp_path: Path) -> None
         assert [c.task_id for c in await store.changes_after(0) if c.seq == 2] == [f"t{i}" for i in range(8)]
     finally:
         await store.close()
+
+
+def count_commits(store: SqliteTaskStore) -> list[str]:
+    """The transactions `store` commits from now on, one item each (SQLite's statement hook)."""
+    commits: list[str] = []
+    store._db.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
+    return commits
+
+
+async def turns(n: int) -> None:
+    """Let the event loop run `n` turns (callbacks scheduled with call_soon run; timers not yet due do not)."""
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize(("interval", "transactions"), [(0.0, 2), (0.5, 1)])
+async def test_commits_of_two_tasks_within_the_interval_share_one_transaction(
+        tmp_path: Path, interval: float, transactions: int) -> None:
+    """Two tasks commit a few loop turns apart, right after another write (as tokens of two streams do): within
+    the interval they share one transaction; with the interval off (0) each is a transaction of its own."""
+    store = SqliteTaskStore(tmp_path / "t.db", group_commit_seconds=interval)
+    try:
+        await put(store, new_task("t1"))
+        await put(store, new_task("t2"))
+        commits = count_commits(store)
+        first = asyncio.create_task(store.commit(working("t1")))
+        await turns(3)  # t1's commit is queued, and written at once when the interval is off
+        second = asyncio.create_task(store.commit(working("t2")))
+        await asyncio.gather(first, second)
+        assert len(commits) == transactions
+        assert [(c.task_id, c.seq) for c in await store.changes_after(0) if c.seq == 2] == [("t1", 2), ("t2", 2)]
+    finally:
+        await store.close()
+
+
+async def test_an_idle_store_writes_at_once_and_a_busy_one_waits_for_the_interval(tmp_path: Path) -> None:
+    """A commit to a store that has not written for longer than the interval is written at the next loop turn, not
+    the interval later (no delay for a lone request); one right after another write waits for the interval (an
+    hour here: it is written at close, which writes what is queued at once)."""
+    path = tmp_path / "t.db"
+    store = SqliteTaskStore(path, group_commit_seconds=0.05)
+    try:
+        await put(store, new_task("t1"))
+        await put(store, new_task("t2"))
+        await asyncio.sleep(0.1)  # longer than the interval: the store is idle (a lower bound, nothing raced)
+        job = asyncio.create_task(store.commit(working("t1")))
+        await turns(3)
+        assert job.done() and job.exception() is None
+        store.group_commit_seconds = 3600.0
+        late = asyncio.create_task(store.commit(working("t2")))  # the last write was just now
+        await turns(20)
+        assert not late.done()
+        assert (await store.get("t2")).seq == 1  # type: ignore[union-attr]
+        await store.close()
+        await asyncio.wait_for(late, 10)  # written by close: it returns (the bound only fails the test)
+    finally:
+        await store.close()
+    reopened = SqliteTaskStore(path)
+    try:
+        assert [(await reopened.get(t)).seq for t in ("t1", "t2")] == [2, 2]  # type: ignore[union-attr]
+    finally:
+        await reopened.close()
+
+
+async def test_a_commit_cancelled_while_it_waits_for_the_interval_is_not_written(tmp_path: Path) -> None:
+    """Cancelled while its group write waits for the interval, a commit is never written, and the store goes on:
+    the same commit made again is written (here at close)."""
+    path = tmp_path / "t.db"
+    store = SqliteTaskStore(path, group_commit_seconds=3600.0)
+    try:
+        await put(store, new_task())
+        job = asyncio.create_task(store.commit(working()))
+        await turns(3)
+        assert not job.done()
+        job.cancel()
+        results = await asyncio.gather(job, return_exceptions=True)
+        assert isinstance(results[0], asyncio.CancelledError)
+        again = asyncio.create_task(store.commit(working()))
+        await turns(3)
+        await store.close()
+        await asyncio.wait_for(again, 10)  # written by close: it returns (the bound only fails the test)
+    finally:
+        await store.close()
+    reopened = SqliteTaskStore(path)
+    try:
+        got = await reopened.get("t1")
+        assert got is not None and got.seq == 2 and got.task.status.state is S.WORKING
+    finally:
+        await reopened.close()
+
+
+async def test_a_delayed_group_write_waits_for_a_checkpoint_holding_the_writer_lock(tmp_path: Path) -> None:
+    """The interval ends while a checkpoint holds SQLite's writer lock: the commit stays queued (the loop goes
+    on), and is written when the checkpointer lets go (WalCheckpointer.after_hold)."""
+    store = SqliteTaskStore(tmp_path / "t.db", wal_checkpoint_seconds=3600, group_commit_seconds=0.05)
+    checkpointer = store._checkpointer
+    assert checkpointer is not None
+    try:
+        await put(store, new_task())
+        checkpointer.gate.acquire()  # what the checkpointer's thread does around a RESTART or TRUNCATE
+        try:
+            job = asyncio.create_task(store.commit(working()))
+            await asyncio.sleep(0.1)  # past the interval: the delayed group write was tried, and found the lock
+            assert store._timer is None and not job.done()
+            assert (await store.get("t1")).seq == 1  # type: ignore[union-attr]
+        finally:
+            checkpointer.gate.release()
+        await asyncio.to_thread(checkpointer.after_hold)  # from the checkpointer's thread, after the checkpoint
+        await asyncio.wait_for(job, 10)
+        assert (await store.get("t1")).seq == 2  # type: ignore[union-attr]
+    finally:
+        await store.close()
+
+
+def test_the_interval_is_a_server_setting(tmp_path: Path) -> None:
+    """`group_commit_seconds` ([server] in parley.toml, `parley serve --group-commit-seconds`) reaches the SQLite
+    store; 0 turns it off, and a negative or long one is refused."""
+    assert Settings().group_commit_seconds == GROUP_COMMIT_SECONDS
+    store = Backends(Settings(db=str(tmp_path / "t.db"), group_commit_seconds=0.25)).store()
+    try:
+        assert isinstance(store, SqliteTaskStore) and store.group_commit_seconds == 0.25
+    finally:
+        asyncio.run(store.close())
+    assert Settings(group_commit_seconds=0).problems() == []
+    assert [k for k, _ in Settings(group_commit_seconds=-0.001).problems()] == ["group_commit_seconds"]
+    assert [k for k, _ in Settings(group_commit_seconds=5).problems()] == ["group_commit_seconds"]
 
 
 def test_parley_serve_tunes_the_garbage_collector() -> None:

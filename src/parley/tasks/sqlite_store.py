@@ -5,7 +5,9 @@ are group-written: every commit queued in one event-loop turn goes into one
 transaction (each in a savepoint, so a refused one is undone alone), run directly on
 the event loop because a local WAL write costs tens of microseconds, less than a
 thread hop; concurrent tasks then share the pages they touch (index leaves, the change
-feed) instead of writing them once each. A commit of artifact updates only (a streamed token)
+feed) instead of writing them once each. A busy store writes at most once per
+`group_commit_seconds` (1 ms; PostgreSQL's `commit_delay`), so that the tokens of concurrent streams,
+arriving in different loop turns, share a transaction too; an idle one writes at once. A commit of artifact updates only (a streamed token)
 is one change-feed row carrying its entries, the task's tail, moved into the log at the task's next other commit
 (`_append_tail`): one B-tree per token instead of five. WAL checkpoints run on a thread of their own
 and keep the WAL bounded (:class:`WalCheckpointer`); while one holds the writer lock the
@@ -245,6 +247,11 @@ ALTER TABLE message_ids_v2 RENAME TO message_ids;
 """
 
 _RECORD = "agent_id, owner, snapshot, seq, created_at, updated_at, parent_task_id, snapshot_seq, first_event_at"
+# A group write less than this long after the previous one waits until this long after it (commits queued
+# meanwhile join it); an idle store writes at once. Streamed tokens of concurrent streams, each committed in a
+# loop turn of its own, then share a transaction and the change-feed page it writes (bench/RESULTS.md). 0: every
+# group write at the next loop turn. Settings.group_commit_seconds.
+GROUP_COMMIT_SECONDS = 0.001
 GATE_POLL_SECONDS = 0.001  # how often a write outside the group writes looks whether a checkpoint let go
 WAL_LIMIT_BYTES = 16 * 1024 * 1024  # past this much content the WAL starts over at the next checkpoint round
 _BATCH = 500  # ids per statement (SQLite's parameter limit is 999 on old builds)
@@ -376,11 +383,14 @@ class SqliteTaskStore(TaskStore):
     exclusive = True
 
     def __init__(self, path: str | Path, *, wal_checkpoint_seconds: float = 0.05,
-                 wal_limit_bytes: int = WAL_LIMIT_BYTES) -> None:
+                 wal_limit_bytes: int = WAL_LIMIT_BYTES, group_commit_seconds: float = GROUP_COMMIT_SECONDS) -> None:
         self.path = str(path)
         self._lock: ProcessLock | None = None
         self._checkpointer: WalCheckpointer | None = None
         self._queue: list[_Pending] = []  # commits for the next group write
+        self.group_commit_seconds = group_commit_seconds  # see GROUP_COMMIT_SECONDS
+        self._last_write = float("-inf")  # loop.time() when the last group write began
+        self._timer: asyncio.TimerHandle | None = None  # the next group write, when it waits for the interval
         self._loop: asyncio.AbstractEventLoop | None = None  # the writer's: where the checkpointer resumes it
         self._gate = threading.Lock()  # the checkpointer's (WalCheckpointer.gate) once it runs
         # Each task's unmoved tail (_append_tail): authoritative with the file, found again when it is opened.
@@ -494,16 +504,17 @@ class SqliteTaskStore(TaskStore):
     # --- writing ---------------------------------------------------------------------------------
 
     async def commit(self, commit: Commit) -> None:
-        """Queue the commit for the next group write (one transaction for every commit queued in the same
-        event-loop turn, each in a savepoint of its own when there are several) and wait until it is written
-        or refused."""
+        """Queue the commit for the next group write (one transaction for every commit queued until it runs, each
+        in a savepoint of its own when there are several) and wait until it is written or refused. The group
+        write runs at the next loop turn, or `group_commit_seconds` after the previous one began if that is
+        later (:meth:`_schedule_write`)."""
         check_commit(commit)
         self._loop = loop = asyncio.get_running_loop()
         snapshot = _enc.encode(commit.snapshot) if stores_snapshot(commit) else None  # now: the caller goes on
         pending = _Pending(commit, snapshot, _log_rows(commit.entries), loop.create_future())
         self._queue.append(pending)
-        if len(self._queue) == 1:
-            loop.call_soon(self._write_queue)
+        if len(self._queue) == 1 and self._timer is None:
+            self._schedule_write(loop)
         try:
             await pending.done
         except asyncio.CancelledError:
@@ -517,6 +528,19 @@ class SqliteTaskStore(TaskStore):
                 task.uncancel()
                 task.cancel()
         pending.done.result()
+
+    def _schedule_write(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Have the queue written at the next loop turn, or, when the last group write began less than
+        `group_commit_seconds` ago, that long after it (the commits queued until then join it)."""
+        wait = self._last_write + self.group_commit_seconds - loop.time()
+        if wait > 0:
+            self._timer = loop.call_later(wait, self._timed_write)
+        else:
+            loop.call_soon(self._write_queue)
+
+    def _timed_write(self) -> None:
+        self._timer = None
+        self._write_queue()
 
     def _write_queue(self) -> None:
         """Write every queued commit in one transaction (synchronously, on the event loop), unless a
@@ -556,6 +580,8 @@ class SqliteTaskStore(TaskStore):
         """Every queued commit in one transaction; each hears of its outcome."""
         batch = [p for p in self._queue if not p.done.cancelled()]
         self._queue = []
+        if self._loop is not None:
+            self._last_write = self._loop.time()
         db = self._db
         outcomes: list[BaseException | None] = []
         self._undo = []
@@ -1038,7 +1064,18 @@ class SqliteTaskStore(TaskStore):
             "WHERE o.task_id=? ORDER BY a.notification_id, a.attempt", (task_id,)).fetchall()
         return notifications, [DeliveryAttempt(*r) for r in attempts]
 
+    async def _write_now(self) -> None:
+        """Write the queued commits now, not when their group write's interval is over (close)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        while self._queue:
+            self._write_queue()
+            if self._queue:  # a checkpoint holds the writer lock (see _writing)
+                await asyncio.sleep(GATE_POLL_SECONDS)
+
     async def close(self) -> None:
+        await self._write_now()  # nobody waits for a group write's interval on a closed store
         with contextlib.suppress(Exception):  # else the next open moves them (_recover_tails)
             await self._flush_tails()
         if self._checkpointer is not None:
