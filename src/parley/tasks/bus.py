@@ -111,6 +111,8 @@ class LocalSubscription(Subscription):
         # not made and cancelled for every wait (a follower waits once per token, with a deadline each time).
         self._deadline: float | None = None
         self._timer: asyncio.TimerHandle | None = None
+        # The reader's event loop, looked up at its first wait (on Python 3.11 each lookup is a getpid() call).
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def _wake(self) -> None:
         waiter = self._waiter
@@ -156,7 +158,9 @@ class LocalSubscription(Subscription):
 
     async def get(self, timeout: float | None = None) -> list[Entry] | None:
         if not self._items and not self._lagged and not self._ended:
-            loop = asyncio.get_running_loop()
+            loop = self._loop
+            if loop is None:
+                loop = self._loop = asyncio.get_running_loop()
             if timeout is None:
                 self._deadline = None
             else:

@@ -52,7 +52,7 @@ from parley.protocol.states import InvalidTransition, check_transition, is_settl
 from parley.security.skill import requested_skill
 from parley.settings import LimitSettings
 from parley.tasks.bus import EventBus, LocalBus
-from parley.tasks.commit_retry import StoreUnreachable, commit_with_retry
+from parley.tasks.commit_retry import StoreUnreachable, retry_commit
 from parley.tasks.follow import StopWhen, follow_log
 from parley.tasks.log import Entry, apply, counts, fold, generation_of, now_iso, stamp, trim_history
 from parley.tasks.store import (
@@ -303,7 +303,10 @@ class TaskEngine:
         rec = run.record
         seq = rec.seq
         stamp(rec.task, events)
-        entries = [Entry(seq + i, ev) for i, ev in enumerate(events, 1)]
+        if len(events) == 1:  # the usual: a streamed token's chunk
+            entries = [Entry(seq + 1, events[0])]
+        else:
+            entries = [Entry(seq + i, ev) for i, ev in enumerate(events, 1)]
         rec.task = fold(rec.task, events)
         rec.seq = seq + len(entries)
         rec.updated_at = time.time()
@@ -345,13 +348,14 @@ class TaskEngine:
         async with run.flush_lock:
             if run.lease_lost:
                 return
-            if run.turn.has_text and not is_settled(run.task.status.state):
+            if run.turn.open and not is_settled(run.task.status.state):  # text waiting to be written
                 self._fold_text(run)
-            if not run.unflushed and not run.effects:
+            effects = run.effects
+            has_effects = bool(effects)
+            if not run.unflushed and not has_effects:
                 return
             batch, run.unflushed = run.unflushed, []
-            effects = run.effects
-            if effects:
+            if has_effects:
                 run.effects = Effects()
             rec = run.record
             state = rec.task.status.state
@@ -365,8 +369,14 @@ class TaskEngine:
                 record=rec if creating else None, snapshot_at=run.snapshot_at,
             )
             try:  # tried again while the store cannot be reached; an unknown outcome is re-checked first
-                await commit_with_retry(self.store, commit, budget=self.commit_retry_seconds,
-                                        warnings=self._commit_warnings)
+                started = time.monotonic()
+                try:  # commit_with_retry, its first attempt inline (a streamed token's commit: no coroutine more)
+                    await self.store.commit(commit)
+                except Exception as exc:
+                    if not unavailable(exc):
+                        raise
+                    await retry_commit(self.store, commit, exc, started=started, budget=self.commit_retry_seconds,
+                                       warnings=self._commit_warnings)
             except (SequenceConflict, DuplicateMessage) as refused:
                 if creating:
                     raise self._not_created(run, refused) from refused
