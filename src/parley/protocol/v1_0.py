@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from parley.protocol import models as m
-from parley.protocol.codec import dumps, from_wire, to_wire
+from parley.protocol.codec import from_wire, to_wire
 from parley.protocol.operations import Operation
 
 VERSION = "1.0"
