@@ -143,7 +143,9 @@ class LocalSubscription(Subscription):
                 self._lagged = True
             else:
                 self._items.extend(entries)
-        self._wake()
+        waiter = self._waiter  # self._wake(), inline: once per streamed token and follower
+        if waiter is not None and not waiter.done():
+            waiter.set_result(False)
 
     def drop(self) -> None:
         """The next get() returns None (whatever was buffered is discarded): something may have been lost."""
@@ -318,7 +320,10 @@ class LocalBus(FanoutBus):
         return self._fanout.subscribe(task_id, after)
 
     async def publish(self, task_id: str, entries: Sequence[Entry]) -> None:
-        self._fanout.deliver(task_id, entries)
+        subs = self._fanout.subscribers.get(task_id)  # Fanout.deliver, inline (once per streamed token)
+        if subs and entries:
+            for sub in tuple(subs):
+                sub.push(entries)
 
     async def request_cancel(self, task_id: str, metadata: dict[str, Any]) -> None:
         self._fanout.cancel(task_id, metadata)

@@ -48,7 +48,7 @@ from parley.protocol.errors import (
     TaskNotFoundError,
     UnsupportedOperationError,
 )
-from parley.protocol.states import InvalidTransition, check_transition, is_settled, is_terminal
+from parley.protocol.states import SETTLED, InvalidTransition, check_transition, is_settled, is_terminal
 from parley.security.skill import requested_skill
 from parley.settings import LimitSettings
 from parley.tasks.bus import EventBus, LocalBus
@@ -345,10 +345,12 @@ class TaskEngine:
 
     async def _flush(self, run: Run) -> None:
         """Commit the run's unwritten entries, snapshot and side effects in one transaction; then publish."""
-        async with run.flush_lock:
+        lock = run.flush_lock
+        await lock.acquire()  # `async with run.flush_lock`, without the two calls more of __aenter__/__aexit__
+        try:
             if run.lease_lost:
                 return
-            if run.turn.open and not is_settled(run.task.status.state):  # text waiting to be written
+            if run.turn.open and run.task.status.state not in SETTLED:  # text to write; not is_settled(...)
                 self._fold_text(run)
             effects = run.effects
             has_effects = bool(effects)
@@ -359,7 +361,7 @@ class TaskEngine:
                 run.effects = Effects()
             rec = run.record
             state = rec.task.status.state
-            settled = is_settled(state)
+            settled = state in SETTLED  # is_settled(state)
             creating = run.committed_seq == 0  # a task written in one pass: this commit creates it
             commit = Commit(
                 task_id=rec.task.id, expected_seq=run.committed_seq, entries=batch, snapshot=rec.task,
@@ -387,9 +389,9 @@ class TaskEngine:
                 if creating and isinstance(exc, Exception):  # the sender hears of the error; the task never was
                     raise self._not_created(run, exc) from exc
                 raise
-            run.committed_seq = commit.last_seq
+            run.committed_seq = last_seq = batch[-1].seq if batch else commit.expected_seq  # commit.last_seq
             if stores_snapshot(commit):
-                run.snapshot_at = commit.last_seq
+                run.snapshot_at = last_seq
             if creating and run.created is not None and not run.created.done():
                 run.created_with = batch
                 run.created.set_result(None)
@@ -409,6 +411,8 @@ class TaskEngine:
                 else:
                     if self._publish_warnings.failing:
                         self._publish_warnings.recovered("publishing on the bus works again")
+        finally:
+            lock.release()
 
     def _not_created(self, run: Run, cause: Exception) -> NotCreated:
         """A one-pass task whose creation was refused or failed: it does not exist, so its run stops without
@@ -437,7 +441,7 @@ class TaskEngine:
         run.turned = True  # a loop turn came, so the agent waited (the pacing of _drive need not give it one)
         if run.lease_lost:
             return
-        if run.turn.open and not run.flush_lock.locked() and not is_settled(run.task.status.state):
+        if run.turn.open and not run.flush_lock.locked() and run.task.status.state not in SETTLED:
             self._fold_text(run)  # this turn's text is one chunk, as a flush now would make it
         if not (run.unflushed or run.effects or run.turn.open):
             return

@@ -37,6 +37,9 @@ class Entry(msgspec.Struct):
     def kind(self) -> EntryKind:
         """task (creation snapshot), message (user input), status or artifact."""
         ev = self.event
+        kind = _KIND_OF.get(type(ev))
+        if kind is not None:
+            return kind
         if isinstance(ev, m.Task):
             return "task"
         if isinstance(ev, m.Message):
@@ -49,6 +52,10 @@ class Entry(msgspec.Struct):
     def streamed(self) -> bool:
         """Whether the entry goes to stream subscribers (user input does not)."""
         return not isinstance(self.event, m.Message)
+
+
+_KIND_OF: dict[type, EntryKind] = {m.Task: "task", m.Message: "message", m.TaskStatusUpdateEvent: "status",
+                                   m.TaskArtifactUpdateEvent: "artifact"}  # Entry.kind by the event's own type
 
 
 def now_iso() -> str:

@@ -29,7 +29,6 @@ import sqlite3
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Collection
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -288,6 +287,8 @@ def _entries_to_batches(db: sqlite3.Connection) -> None:
 
 def _log_rows(entries: list[Entry]) -> list[tuple[int, bytes]]:
     """A commit's entries as `entry_batches` rows: (the last one's seq, encode_entries), ROW_ENTRIES at most."""
+    if len(entries) <= ROW_ENTRIES:  # the usual (a streamed token's commit: one entry): one row
+        return [(entries[-1].seq, encode_entries(entries))] if entries else []
     return [(chunk[-1].seq, encode_entries(chunk))
             for chunk in (entries[i:i + ROW_ENTRIES] for i in range(0, len(entries), ROW_ENTRIES))]
 
@@ -316,10 +317,10 @@ def _push_row(p: StoredPushConfig) -> tuple:
     return (c.task_id, c.id, _enc.encode(c), p.version, int(p.artifacts), p.created_at, p.disabled_at)
 
 
-@dataclass(frozen=True, slots=True)
-class _Tail:
+class _Tail(msgspec.Struct, frozen=True, gc=False):
     """A task's commits of artifact updates only that are change-feed rows and not in its log yet (replaced, never
-    changed in place, so that undoing a refused commit puts the previous one back)."""
+    changed in place, so that undoing a refused commit puts the previous one back). A struct: one is made per
+    streamed token, in C (a frozen dataclass's __init__ is a Python call setting each field through object)."""
 
     agent_id: str
     owner: str
@@ -339,9 +340,9 @@ class _Tail:
         return [first, *(restore(b, first) for b in self.batches[1:])]
 
 
-@dataclass(slots=True)
-class _Pending:
-    """A commit waiting for the next group write, encoded when it was queued."""
+class _Pending(msgspec.Struct):
+    """A commit waiting for the next group write, encoded when it was queued (a struct: made in C, once per
+    commit)."""
 
     commit: Commit
     snapshot: bytes | None  # None: the stored snapshot stays (store.stores_snapshot)
