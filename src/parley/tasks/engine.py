@@ -302,10 +302,13 @@ class TaskEngine:
         """Give events their sequence numbers and fold them into a new snapshot (the committed one stays)."""
         rec = run.record
         seq = rec.seq
-        stamp(rec.task, events)
         if len(events) == 1:  # the usual: a streamed token's chunk
-            entries = [Entry(seq + 1, events[0])]
+            ev = events[0]
+            if type(ev) is m.TaskArtifactUpdateEvent or type(ev) is m.TaskStatusUpdateEvent:  # stamp(), inline
+                ev.generation = (rec.task.generation or 1) + 1
+            entries = [Entry(seq + 1, ev)]
         else:
+            stamp(rec.task, events)
             entries = [Entry(seq + i, ev) for i, ev in enumerate(events, 1)]
         rec.task = fold(rec.task, events)
         rec.seq = seq + len(entries)

@@ -175,7 +175,15 @@ def _joined(run: list[m.TaskArtifactUpdateEvent]) -> m.TaskArtifactUpdateEvent:
 
 def _apply_artifact(task: m.Task, ev: m.TaskArtifactUpdateEvent) -> None:
     new = ev.artifact
-    arts = list(task.artifacts or [])
+    arts = task.artifacts
+    if ev.append and arts and len(arts) == 1 and arts[0].artifact_id == new.artifact_id:
+        art = arts[0]  # the usual: a text chunk appended to the task's one artifact (what the loop below does)
+        task.artifacts = [m.Artifact(artifact_id=art.artifact_id, parts=_merge_parts(art.parts, new.parts),
+                                     name=art.name or new.name, description=art.description or new.description,
+                                     metadata=art.metadata or new.metadata,
+                                     extensions=art.extensions or new.extensions)]
+        return
+    arts = list(arts or [])
     artifact_id = new.artifact_id
     for i, art in enumerate(arts):
         if art.artifact_id == artifact_id:
