@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from itertools import groupby
 from typing import Literal
@@ -36,17 +36,7 @@ class Entry(msgspec.Struct):
     @property
     def kind(self) -> EntryKind:
         """task (creation snapshot), message (user input), status or artifact."""
-        ev = self.event
-        kind = _KIND_OF.get(type(ev))
-        if kind is not None:
-            return kind
-        if isinstance(ev, m.Task):
-            return "task"
-        if isinstance(ev, m.Message):
-            return "message"
-        if isinstance(ev, m.TaskStatusUpdateEvent):
-            return "status"
-        return "artifact"
+        return _KIND_OF[type(self.event)]
 
     @property
     def streamed(self) -> bool:
@@ -82,7 +72,7 @@ def apply(task: m.Task | None, event: Entry | m.Task | m.Message | m.TaskStatusU
         return out
     assert task is not None, "the first entry of a log is the task"
     if type(ev) is m.TaskArtifactUpdateEvent:  # the usual (a streamed token): counted, folded into the artifacts
-        task.generation = (task.generation or 1) + 1
+        task.generation = generation_of(task) + 1
         _apply_artifact(task, ev)
         return task
     if counts(ev):
@@ -98,8 +88,6 @@ def apply(task: m.Task | None, event: Entry | m.Task | m.Message | m.TaskStatusU
         if old is not None:
             task.history = [*(task.history or []), old]
         task.status = ev.status
-    else:
-        _apply_artifact(task, ev)
     return task
 
 
@@ -124,7 +112,7 @@ def stamp(task: m.Task, events: Iterable[object]) -> None:
             ev.generation = generation  # type: ignore[attr-defined]
 
 
-def fold(task: m.Task, events: Iterable[m.Task | m.Message | m.TaskStatusUpdateEvent | m.TaskArtifactUpdateEvent]
+def fold(task: m.Task, events: Sequence[m.Task | m.Message | m.TaskStatusUpdateEvent | m.TaskArtifactUpdateEvent]
          ) -> m.Task:
     """A new snapshot: `task` with `events` applied; `task` itself is left as it was.
 
@@ -133,7 +121,7 @@ def fold(task: m.Task, events: Iterable[m.Task | m.Message | m.TaskStatusUpdateE
     stay as it was committed while the engine goes on.
     """
     out = msgspec.structs.replace(task)
-    if type(events) is list and len(events) == 1:  # the usual (a streamed token's chunk): no run to join
+    if len(events) == 1:  # the usual (a streamed token's chunk): no run to join
         return apply(out, events[0])
     for artifact_id, group in groupby(events, key=_run_key):
         if artifact_id is None:
@@ -175,15 +163,7 @@ def _joined(run: list[m.TaskArtifactUpdateEvent]) -> m.TaskArtifactUpdateEvent:
 
 def _apply_artifact(task: m.Task, ev: m.TaskArtifactUpdateEvent) -> None:
     new = ev.artifact
-    arts = task.artifacts
-    if ev.append and arts and len(arts) == 1 and arts[0].artifact_id == new.artifact_id:
-        art = arts[0]  # the usual: a text chunk appended to the task's one artifact (what the loop below does)
-        task.artifacts = [m.Artifact(artifact_id=art.artifact_id, parts=_merge_parts(art.parts, new.parts),
-                                     name=art.name or new.name, description=art.description or new.description,
-                                     metadata=art.metadata or new.metadata,
-                                     extensions=art.extensions or new.extensions)]
-        return
-    arts = list(arts or [])
+    arts = list(task.artifacts or [])
     artifact_id = new.artifact_id
     for i, art in enumerate(arts):
         if art.artifact_id == artifact_id:
@@ -211,8 +191,6 @@ def _merge_parts(old: list[m.Part], new: list[m.Part]) -> list[m.Part]:
         joined = m.new_text_part()  # m.Part(text=..., metadata=...) without a Python __post_init__ call
         joined.text = old[-1].text + new[0].text
         joined.metadata = new[0].metadata
-        if len(old) == 1 and len(new) == 1:  # one text part (a streamed answer): no lists to splice
-            return [joined]
         return [*old[:-1], joined, *new[1:]]
     return [*old, *new]
 
