@@ -166,6 +166,20 @@ def test_appended_text_chunks_join() -> None:
     assert task.artifacts[0].name == "response"
 
 
+def test_fold_of_one_event_is_the_fold_of_a_run_of_one() -> None:
+    """A task's snapshot is the same whether its streamed chunks were committed one at a time (log.fold of one
+    event: a shortcut) or together (a run of chunks, joined once), generation included (A2A 1.1 section 3.2.7)."""
+    chunks = [art("a1", m.Part(text="Hel"), name="response"), art("a1", m.Part(text="lo "), append=True),
+              art("a1", m.Part(text="world"), append=True), art("a1", m.Part(text="!"), append=True, last=True)]
+    one_by_one = log_fold(new_task(), [status(S.WORKING)])
+    for chunk in chunks:
+        one_by_one = log_fold(one_by_one, [chunk])
+    together = log_fold(log_fold(new_task(), [status(S.WORKING)]), chunks)
+    assert one_by_one == together
+    assert one_by_one.artifacts == [m.Artifact(artifact_id="a1", name="response", parts=[m.Part(text="Hello world!")])]
+    assert one_by_one.generation == 6
+
+
 def test_appended_non_text_parts_are_kept_separately() -> None:
     task = fold(
         new_task(),

@@ -80,6 +80,12 @@ class Part(Base):
         return "data"
 
 
+# A text part to copy (`new_text_part()`, then set `text`): what a streamed token's chunk and the snapshot's joined
+# text are made of, without __post_init__'s check (a Python call per part) for what has one content field by
+# construction. Copying a struct does not run __post_init__.
+new_text_part = Part(text="").__copy__
+
+
 class Message(Base):
     """One communication turn between a user and an agent."""
 

@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from parley.protocol import models as m
-from parley.protocol.codec import dumps, from_wire, to_wire
+from parley.protocol.codec import from_wire, to_wire
 from parley.protocol.operations import Operation
 
 VERSION = "1.0"
@@ -150,8 +150,16 @@ _STREAM_HEADS: dict[type, bytes] = {cls: b'{"%s":' % key.encode() for cls, key i
 def encode_event_json(event: m.StreamEvent, *, interrupted_final: bool = True) -> bytes:
     """`encode_event` as JSON bytes, the struct encoded straight to JSON (no dicts in between: a streamed token's
     frame is made once per token)."""
-    event = without_1_1(event)
-    return _STREAM_HEADS[type(event)] + dumps(event) + b"}"
+    kind = type(event)
+    if kind in _GENERATION_CARRIERS:  # without_1_1, inline (a streamed token's frame is made once per token)
+        if event.generation is not None:
+            event = msgspec.structs.replace(event, generation=None)
+    else:
+        event = without_1_1(event)
+    return b"%b%b}" % (_STREAM_HEADS[kind], _encode(event))
+
+
+_encode = msgspec.json.Encoder().encode  # what codec.dumps does, without its call
 
 
 def encode_result(op: Operation, result: Any) -> Any:

@@ -117,12 +117,13 @@ class JsonRpcEndpoint:
                 if entry is None:
                     yield KEEPALIVE_FRAME
                     continue
-                if encode_json is not None:
-                    payload = head + encode_json(entry.event, interrupted_final=ends_when_settled) + b"}"
+                if encode_json is not None:  # sse_frame(head + event + b"}", entry.seq), in one step
+                    yield b"id: %d\ndata: %b%b}\n\n" % (entry.seq, head,
+                                                         encode_json(entry.event, interrupted_final=ends_when_settled))
                 else:
                     payload = dumps(jsonrpc.success_obj(rpc.id,
                                                         encode(entry.event, interrupted_final=ends_when_settled)))
-                yield sse_frame(payload, entry.seq)
+                    yield sse_frame(payload, entry.seq)
         except StreamsEnded:
             yield STOPPING_FRAME
         except A2AError as exc:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from typing import Any, Generic, TypeVar
 
 from parley.eager import Resume
@@ -45,13 +45,14 @@ class ReadyItems(Generic[T]):
         self.step, self.pending = step, pending
         return False, None
 
-    async def wait(self) -> T:
-        """The next item, waiting for it (after a `poll()` that found none ready, or instead of one)."""
+    def wait(self) -> Awaitable[T]:
+        """The next item, waiting for it (after a `poll()` that found none ready, or instead of one): an awaitable
+        (not a coroutine of its own: one frame less per streamed token)."""
         step, pending = self.step, self.pending
         self.step = self.pending = None
         if step is None:
-            return await self.items.__anext__()
-        return await Resume(step, pending)
+            return self.items.__anext__()
+        return Resume(step, pending)
 
     def abandon(self) -> None:
         """End a step left suspended by `poll()` as if its task were cancelled there (no-op otherwise)."""

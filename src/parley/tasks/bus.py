@@ -111,6 +111,8 @@ class LocalSubscription(Subscription):
         # not made and cancelled for every wait (a follower waits once per token, with a deadline each time).
         self._deadline: float | None = None
         self._timer: asyncio.TimerHandle | None = None
+        # The reader's event loop, looked up at its first wait (on Python 3.11 each lookup is a getpid() call).
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def _wake(self) -> None:
         waiter = self._waiter
@@ -141,7 +143,9 @@ class LocalSubscription(Subscription):
                 self._lagged = True
             else:
                 self._items.extend(entries)
-        self._wake()
+        waiter = self._waiter  # self._wake(), inline: once per streamed token and follower
+        if waiter is not None and not waiter.done():
+            waiter.set_result(False)
 
     def drop(self) -> None:
         """The next get() returns None (whatever was buffered is discarded): something may have been lost."""
@@ -156,7 +160,9 @@ class LocalSubscription(Subscription):
 
     async def get(self, timeout: float | None = None) -> list[Entry] | None:
         if not self._items and not self._lagged and not self._ended:
-            loop = asyncio.get_running_loop()
+            loop = self._loop
+            if loop is None:
+                loop = self._loop = asyncio.get_running_loop()
             if timeout is None:
                 self._deadline = None
             else:
@@ -314,7 +320,10 @@ class LocalBus(FanoutBus):
         return self._fanout.subscribe(task_id, after)
 
     async def publish(self, task_id: str, entries: Sequence[Entry]) -> None:
-        self._fanout.deliver(task_id, entries)
+        subs = self._fanout.subscribers.get(task_id)  # Fanout.deliver, inline (once per streamed token)
+        if subs and entries:
+            for sub in tuple(subs):
+                sub.push(entries)
 
     async def request_cancel(self, task_id: str, metadata: dict[str, Any]) -> None:
         self._fanout.cancel(task_id, metadata)

@@ -38,28 +38,39 @@ async def written(store: TaskStore, commit: Commit) -> bool:
 async def commit_with_retry(store: TaskStore, commit: Commit, *, budget: float, warnings: Throttled) -> None:
     """`store.commit(commit)`, re-checked and tried again while the store cannot be reached, for up to `budget`
     seconds; then StoreUnreachable. Other errors (a refusal, a bug) are raised at once."""
-    deadline = time.monotonic() + budget
+    started = time.monotonic()
+    try:
+        await store.commit(commit)
+    except Exception as exc:
+        if not unavailable(exc):
+            raise
+        await retry_commit(store, commit, exc, started=started, budget=budget, warnings=warnings)
+
+
+async def retry_commit(store: TaskStore, commit: Commit, failure: Exception, *, started: float, budget: float,
+                       warnings: Throttled) -> None:
+    """What :func:`commit_with_retry` does once the first attempt, begun at `started` (time.monotonic()), failed
+    with `failure`, an error for which `unavailable` holds (the engine makes that attempt itself: a streamed
+    token's commit then costs no coroutine of this module's)."""
+    deadline = started + budget
     delay = BACKOFF[0]
-    unknown = False  # an attempt failed without saying whether it was written
+    exc: Exception = failure
     while True:
-        try:
-            if unknown and await written(store, commit):
-                break
-            await store.commit(commit)
+        if time.monotonic() + delay > deadline:
+            raise StoreUnreachable(f"task {commit.task_id}: the store could not be reached for {budget:g} s "
+                                   f"({type(exc).__name__}: {exc})") from exc
+        warnings.warning("writing task %s failed (%s: %s); trying again", commit.task_id, type(exc).__name__, exc)
+        await asyncio.sleep(delay)  # back-off before the next attempt
+        delay = min(delay * 2, BACKOFF[1])
+        try:  # the last attempt failed without saying whether it was written
+            if not await written(store, commit):
+                await store.commit(commit)
             break
-        except Exception as exc:
-            if not unavailable(exc):
+        except Exception as again:
+            if not unavailable(again):
                 raise
-            if time.monotonic() + delay > deadline:
-                raise StoreUnreachable(f"task {commit.task_id}: the store could not be reached for {budget:g} s "
-                                       f"({type(exc).__name__}: {exc})") from exc
-            warnings.warning("writing task %s failed (%s: %s); trying again", commit.task_id,
-                             type(exc).__name__, exc)
-            unknown = True
-            await asyncio.sleep(delay)  # back-off before the next attempt
-            delay = min(delay * 2, BACKOFF[1])
-    if unknown:
-        warnings.recovered("writing tasks works again")
+            exc = again
+    warnings.recovered("writing tasks works again")
 
 
-__all__ = ["BACKOFF", "StoreUnreachable", "commit_with_retry", "written"]
+__all__ = ["BACKOFF", "StoreUnreachable", "commit_with_retry", "retry_commit", "written"]

@@ -49,11 +49,11 @@ from parley.protocol.errors import (
     TaskNotFoundError,
     UnsupportedOperationError,
 )
-from parley.protocol.states import InvalidTransition, check_transition, is_settled, is_terminal
+from parley.protocol.states import SETTLED, InvalidTransition, check_transition, is_settled, is_terminal
 from parley.security.skill import requested_skill
 from parley.settings import LimitSettings
 from parley.tasks.bus import EventBus, LocalBus
-from parley.tasks.commit_retry import StoreUnreachable, commit_with_retry
+from parley.tasks.commit_retry import StoreUnreachable, retry_commit
 from parley.tasks.follow import StopWhen, follow_log
 from parley.tasks.log import Entry, apply, counts, fold, generation_of, now_iso, stamp, trim_history
 from parley.tasks.store import (
@@ -303,8 +303,14 @@ class TaskEngine:
         """Give events their sequence numbers and fold them into a new snapshot (the committed one stays)."""
         rec = run.record
         seq = rec.seq
-        stamp(rec.task, events)
-        entries = [Entry(seq + i, ev) for i, ev in enumerate(events, 1)]
+        if len(events) == 1:  # the usual: a streamed token's chunk
+            ev = events[0]
+            if type(ev) is m.TaskArtifactUpdateEvent or type(ev) is m.TaskStatusUpdateEvent:  # stamp(), inline
+                ev.generation = (rec.task.generation or 1) + 1
+            entries = [Entry(seq + 1, ev)]
+        else:
+            stamp(rec.task, events)
+            entries = [Entry(seq + i, ev) for i, ev in enumerate(events, 1)]
         rec.task = fold(rec.task, events)
         rec.seq = seq + len(entries)
         rec.updated_at = time.time()
@@ -343,20 +349,23 @@ class TaskEngine:
 
     async def _flush(self, run: Run) -> None:
         """Commit the run's unwritten entries, snapshot and side effects in one transaction; then publish."""
-        async with run.flush_lock:
+        lock = run.flush_lock
+        await lock.acquire()  # `async with run.flush_lock`, without the two calls more of __aenter__/__aexit__
+        try:
             if run.lease_lost:
                 return
-            if run.turn.has_text and not is_settled(run.task.status.state):
+            if run.turn.open and run.task.status.state not in SETTLED:  # text to write; not is_settled(...)
                 self._fold_text(run)
-            if not run.unflushed and not run.effects:
+            effects = run.effects
+            has_effects = bool(effects)
+            if not run.unflushed and not has_effects:
                 return
             batch, run.unflushed = run.unflushed, []
-            effects = run.effects
-            if effects:
+            if has_effects:
                 run.effects = Effects()
             rec = run.record
             state = rec.task.status.state
-            settled = is_settled(state)
+            settled = state in SETTLED  # is_settled(state)
             creating = run.committed_seq == 0  # a task written in one pass: this commit creates it
             commit = Commit(
                 task_id=rec.task.id, expected_seq=run.committed_seq, entries=batch, snapshot=rec.task,
@@ -366,8 +375,14 @@ class TaskEngine:
                 record=rec if creating else None, snapshot_at=run.snapshot_at,
             )
             try:  # tried again while the store cannot be reached; an unknown outcome is re-checked first
-                await commit_with_retry(self.store, commit, budget=self.commit_retry_seconds,
-                                        warnings=self._commit_warnings)
+                started = time.monotonic()
+                try:  # commit_with_retry, its first attempt inline (a streamed token's commit: no coroutine more)
+                    await self.store.commit(commit)
+                except Exception as exc:
+                    if not unavailable(exc):
+                        raise
+                    await retry_commit(self.store, commit, exc, started=started, budget=self.commit_retry_seconds,
+                                       warnings=self._commit_warnings)
             except (SequenceConflict, DuplicateMessage) as refused:
                 if creating:
                     raise self._not_created(run, refused) from refused
@@ -378,9 +393,9 @@ class TaskEngine:
                 if creating and isinstance(exc, Exception):  # the sender hears of the error; the task never was
                     raise self._not_created(run, exc) from exc
                 raise
-            run.committed_seq = commit.last_seq
+            run.committed_seq = last_seq = batch[-1].seq if batch else commit.expected_seq  # commit.last_seq
             if stores_snapshot(commit):
-                run.snapshot_at = commit.last_seq
+                run.snapshot_at = last_seq
             if creating and run.created is not None and not run.created.done():
                 run.created_with = batch
                 run.created.set_result(None)
@@ -400,6 +415,8 @@ class TaskEngine:
                 else:
                     if self._publish_warnings.failing:
                         self._publish_warnings.recovered("publishing on the bus works again")
+        finally:
+            lock.release()
 
     def _not_created(self, run: Run, cause: Exception) -> NotCreated:
         """A one-pass task whose creation was refused or failed: it does not exist, so its run stops without
@@ -428,7 +445,7 @@ class TaskEngine:
         run.turned = True  # a loop turn came, so the agent waited (the pacing of _drive need not give it one)
         if run.lease_lost:
             return
-        if run.turn.open and not run.flush_lock.locked() and not is_settled(run.task.status.state):
+        if run.turn.open and not run.flush_lock.locked() and run.task.status.state not in SETTLED:
             self._fold_text(run)  # this turn's text is one chunk, as a flush now would make it
         if not (run.unflushed or run.effects or run.turn.open):
             return

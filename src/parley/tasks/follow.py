@@ -43,9 +43,7 @@ async def follow_log(store: TaskStore, bus: EventBus, task_id: str, after: int, 
     committed after them), the follower starts with them instead of reading the store.
     """
     last = after
-
-    def done() -> bool:
-        return last >= state_seq and until(state)
+    stops = until(state)  # until(state), looked at again only when the state changes
 
     with bus.subscribe(task_id, after) as sub:
         if first is not None:
@@ -63,19 +61,25 @@ async def follow_log(store: TaskStore, bus: EventBus, task_id: str, after: int, 
                 fresh = batch  # the usual: the one entry after the last one (a streamed token's chunk)
             else:
                 fresh = [e for e in batch if e.seq > last] if batch is not None else None
-            if fresh is None or not _continues(fresh, last):
-                # The subscription fell behind, or a gap: entries are published after they are committed,
-                # so the store has everything up to what the bus showed.
-                fresh = await store.events_after(task_id, last, PAGE)
-                more = len(fresh) == PAGE
+                if fresh is None or not _continues(fresh, last):
+                    # The subscription fell behind, or a gap: entries are published after they are committed,
+                    # so the store has everything up to what the bus showed.
+                    fresh = await store.events_after(task_id, last, PAGE)
+                    more = len(fresh) == PAGE
             for entry in fresh:
                 last = entry.seq
-                state, state_seq = _track(entry, state, state_seq)
-                if entry.streamed:
+                ev = entry.event
+                if type(ev) is m.TaskArtifactUpdateEvent:  # the usual: streamed, the state stays (see _track)
                     yield entry
-                if done():
+                else:
+                    if last > state_seq and isinstance(ev, _STATEFUL):
+                        state, state_seq = ev.status.state, last
+                        stops = until(state)
+                    if not isinstance(ev, m.Message):  # entry.streamed: user input is not
+                        yield entry
+                if stops and last >= state_seq:  # done
                     return
-            if done():
+            if stops and last >= state_seq:
                 return
             if more:
                 batch = await store.events_after(task_id, last, PAGE)
@@ -95,6 +99,9 @@ async def follow_log(store: TaskStore, bus: EventBus, task_id: str, after: int, 
                     quiet = 0.0
                 batch = await store.events_after(task_id, last, PAGE)
                 more = len(batch) == PAGE
+
+
+_STATEFUL = (m.TaskStatusUpdateEvent, m.Task)  # the events that carry the task's state (see _track)
 
 
 def _complete(known: list[Entry], state: m.TaskState, state_seq: int, until: StopWhen,

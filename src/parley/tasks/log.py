@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from itertools import groupby
 from typing import Literal
@@ -36,19 +36,16 @@ class Entry(msgspec.Struct):
     @property
     def kind(self) -> EntryKind:
         """task (creation snapshot), message (user input), status or artifact."""
-        ev = self.event
-        if isinstance(ev, m.Task):
-            return "task"
-        if isinstance(ev, m.Message):
-            return "message"
-        if isinstance(ev, m.TaskStatusUpdateEvent):
-            return "status"
-        return "artifact"
+        return _KIND_OF[type(self.event)]
 
     @property
     def streamed(self) -> bool:
         """Whether the entry goes to stream subscribers (user input does not)."""
         return not isinstance(self.event, m.Message)
+
+
+_KIND_OF: dict[type, EntryKind] = {m.Task: "task", m.Message: "message", m.TaskStatusUpdateEvent: "status",
+                                   m.TaskArtifactUpdateEvent: "artifact"}  # Entry.kind by the event's own type
 
 
 def now_iso() -> str:
@@ -74,6 +71,10 @@ def apply(task: m.Task | None, event: Entry | m.Task | m.Message | m.TaskStatusU
             out.generation = 1
         return out
     assert task is not None, "the first entry of a log is the task"
+    if type(ev) is m.TaskArtifactUpdateEvent:  # the usual (a streamed token): counted, folded into the artifacts
+        task.generation = generation_of(task) + 1
+        _apply_artifact(task, ev)
+        return task
     if counts(ev):
         task.generation = generation_of(task) + 1
     if isinstance(ev, m.Message):
@@ -87,8 +88,6 @@ def apply(task: m.Task | None, event: Entry | m.Task | m.Message | m.TaskStatusU
         if old is not None:
             task.history = [*(task.history or []), old]
         task.status = ev.status
-    else:
-        _apply_artifact(task, ev)
     return task
 
 
@@ -106,14 +105,14 @@ def generation_of(task: m.Task) -> int:
 def stamp(task: m.Task, events: Iterable[object]) -> None:
     """Write on each counting event the generation the task has after it, `task` being the snapshot before them
     (the engine, as it gives events their sequence numbers: stored with the entry, replayed as it was)."""
-    generation = generation_of(task)
+    generation = task.generation or 1  # generation_of(task)
     for ev in events:
-        if counts(ev):
+        if type(ev) is m.TaskArtifactUpdateEvent or type(ev) is m.TaskStatusUpdateEvent:  # counts(ev)
             generation += 1
             ev.generation = generation  # type: ignore[attr-defined]
 
 
-def fold(task: m.Task, events: Iterable[m.Task | m.Message | m.TaskStatusUpdateEvent | m.TaskArtifactUpdateEvent]
+def fold(task: m.Task, events: Sequence[m.Task | m.Message | m.TaskStatusUpdateEvent | m.TaskArtifactUpdateEvent]
          ) -> m.Task:
     """A new snapshot: `task` with `events` applied; `task` itself is left as it was.
 
@@ -122,6 +121,8 @@ def fold(task: m.Task, events: Iterable[m.Task | m.Message | m.TaskStatusUpdateE
     stay as it was committed while the engine goes on.
     """
     out = msgspec.structs.replace(task)
+    if len(events) == 1:  # the usual (a streamed token's chunk): no run to join
+        return apply(out, events[0])
     for artifact_id, group in groupby(events, key=_run_key):
         if artifact_id is None:
             for ev in group:
@@ -161,31 +162,35 @@ def _joined(run: list[m.TaskArtifactUpdateEvent]) -> m.TaskArtifactUpdateEvent:
 
 
 def _apply_artifact(task: m.Task, ev: m.TaskArtifactUpdateEvent) -> None:
+    new = ev.artifact
     arts = list(task.artifacts or [])
+    artifact_id = new.artifact_id
     for i, art in enumerate(arts):
-        if art.artifact_id == ev.artifact.artifact_id:
+        if art.artifact_id == artifact_id:
             if ev.append:
                 merged = m.Artifact(
                     artifact_id=art.artifact_id,
-                    parts=_merge_parts(art.parts, ev.artifact.parts),
-                    name=art.name or ev.artifact.name,
-                    description=art.description or ev.artifact.description,
-                    metadata=art.metadata or ev.artifact.metadata,
-                    extensions=art.extensions or ev.artifact.extensions,
+                    parts=_merge_parts(art.parts, new.parts),
+                    name=art.name or new.name,
+                    description=art.description or new.description,
+                    metadata=art.metadata or new.metadata,
+                    extensions=art.extensions or new.extensions,
                 )
                 arts[i] = merged
             else:
-                arts[i] = ev.artifact
+                arts[i] = new
             task.artifacts = arts
             return
-    arts.append(ev.artifact)
+    arts.append(new)
     task.artifacts = arts
 
 
 def _merge_parts(old: list[m.Part], new: list[m.Part]) -> list[m.Part]:
     """Appended text chunks join the last text part, so the snapshot reads as one text."""
     if old and new and old[-1].text is not None and new[0].text is not None and old[-1].metadata is None:
-        joined = m.Part(text=old[-1].text + new[0].text, metadata=new[0].metadata)
+        joined = m.new_text_part()  # m.Part(text=..., metadata=...) without a Python __post_init__ call
+        joined.text = old[-1].text + new[0].text
+        joined.metadata = new[0].metadata
         return [*old[:-1], joined, *new[1:]]
     return [*old, *new]
 

@@ -32,7 +32,6 @@ import threading
 import time
 from array import array
 from collections.abc import AsyncIterator, Callable, Collection
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -268,6 +267,11 @@ ROW_ENTRIES = 256
 PAGE_SIZE = 1024
 log = logging.getLogger("parley.sqlite")
 _enc = msgspec.json.Encoder()
+# sqlite3 binds str, int and float as they are, but looks for an adapter for bytes and, finding none, asks the
+# value's type for `__conform__`, a failed lookup that formats an AttributeError (about 1,500 instructions for every
+# bytes parameter: each streamed token's feed row). An identity adapter binds the same blob without it. (Adapters are
+# process-wide; this one changes nothing for any other user of sqlite3.)
+sqlite3.register_adapter(bytes, bytes)
 _task_dec = msgspec.json.Decoder(m.Task)
 _push_dec = msgspec.json.Decoder(m.TaskPushNotificationConfig)
 _NOTIFICATION = ("o.id, o.task_id, o.config_id, o.seq, o.kind, o.created_at, o.attempts, o.next_at, o.state, "
@@ -296,6 +300,8 @@ def _entries_to_batches(db: sqlite3.Connection) -> None:
 
 def _log_rows(entries: list[Entry]) -> list[tuple[int, bytes]]:
     """A commit's entries as `entry_batches` rows: (the last one's seq, encode_entries), ROW_ENTRIES at most."""
+    if len(entries) <= ROW_ENTRIES:  # the usual (a streamed token's commit: one entry): one row
+        return [(entries[-1].seq, encode_entries(entries))] if entries else []
     return [(chunk[-1].seq, encode_entries(chunk))
             for chunk in (entries[i:i + ROW_ENTRIES] for i in range(0, len(entries), ROW_ENTRIES))]
 
@@ -324,10 +330,10 @@ def _push_row(p: StoredPushConfig) -> tuple:
     return (c.task_id, c.id, _enc.encode(c), p.version, int(p.artifacts), p.created_at, p.disabled_at)
 
 
-@dataclass(frozen=True, slots=True)
-class _Tail:
+class _Tail(msgspec.Struct, frozen=True, gc=False):
     """A task's commits of artifact updates only that are change-feed rows and not in its log yet (replaced, never
-    changed in place, so that undoing a refused commit puts the previous one back)."""
+    changed in place, so that undoing a refused commit puts the previous one back). A struct: one is made per
+    streamed token, in C (a frozen dataclass's __init__ is a Python call setting each field through object)."""
 
     agent_id: str
     owner: str
@@ -367,9 +373,9 @@ _ROWS_READ = 64  # feed rows a statement of _TAIL_ROWS reads
 _TAIL_ROWS = f"SELECT pos, entries FROM changes WHERE pos IN ({','.join('?' * _ROWS_READ)})"
 
 
-@dataclass(slots=True)
-class _Pending:
-    """A commit waiting for the next group write, encoded when it was queued."""
+class _Pending(msgspec.Struct):
+    """A commit waiting for the next group write, encoded when it was queued (a struct: made in C, once per
+    commit)."""
 
     commit: Commit
     snapshot: bytes | None  # None: the stored snapshot stays (store.stores_snapshot)

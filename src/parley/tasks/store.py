@@ -186,8 +186,7 @@ class DeliveryAttempt:
     next_at: float | None = None  # when the next attempt is due (outcome retry)
 
 
-@dataclass(slots=True)
-class Commit:
+class Commit(msgspec.Struct):
     """One atomic write: entries after `expected_seq`, the snapshot they fold into, and their side effects.
 
     `record` is set when the commit creates the task (then `expected_seq` is 0 and the
@@ -199,6 +198,9 @@ class Commit:
     (artifact updates only), a store may keep the snapshot it has and fold on read instead.
     `snapshot_at`: where the stored snapshot stands, when the committer knows it (the run that wrote it):
     then it may lag in proportion to its size (:func:`snapshot_interval`).
+
+    A msgspec struct rather than a dataclass: made once per streamed token, and a struct is made in C (a
+    dataclass's `__init__` is a Python call).
     """
 
     task_id: str
@@ -210,10 +212,10 @@ class Commit:
     message: MessageKey | None = None
     checkpoint: dict[str, Any] | None = None
     drop_checkpoint: bool = False
-    links: list[TaskLink] = field(default_factory=list)
+    links: list[TaskLink] = msgspec.field(default_factory=list)
     lease: Lease | None = None
     release_lease: bool = False
-    push_configs: list[StoredPushConfig] = field(default_factory=list)  # registered before the entries: they notify
+    push_configs: list[StoredPushConfig] = msgspec.field(default_factory=list)  # registered before the entries: they notify
     snapshot_at: int | None = None
 
     @property
@@ -538,11 +540,16 @@ def stores_snapshot(commit: Commit) -> bool:
     entries = commit.entries
     if not entries:
         return False
-    if any(type(e.event) is not m.TaskArtifactUpdateEvent for e in entries):
+    if len(entries) == 1:  # a streamed token's commit: no generator for one entry
+        if type(entries[0].event) is not m.TaskArtifactUpdateEvent:
+            return True
+    elif any(type(e.event) is not m.TaskArtifactUpdateEvent for e in entries):
         return True
     if commit.snapshot_at is None:
         return commit.expected_seq // SNAPSHOT_EVERY != entries[-1].seq // SNAPSHOT_EVERY
-    return entries[-1].seq - commit.snapshot_at >= snapshot_interval(commit.snapshot)
+    lag = entries[-1].seq - commit.snapshot_at
+    # snapshot_interval is never below SNAPSHOT_EVERY: the snapshot's size is only looked at past that lag
+    return lag >= SNAPSHOT_EVERY and lag >= snapshot_interval(commit.snapshot)
 
 
 def first_event_at(commit: Commit) -> float | None:

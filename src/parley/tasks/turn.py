@@ -118,10 +118,12 @@ class Turn:
         )
 
     def _chunk(self, text: str, *, last: bool) -> m.TaskArtifactUpdateEvent:
+        part = m.new_text_part()  # m.Part(text=text), once per streamed token
+        part.text = text
         ev = m.TaskArtifactUpdateEvent(
             task_id=self.task_id,
             context_id=self.context_id,
-            artifact=m.Artifact(artifact_id=self.artifact_id, name=TEXT_ARTIFACT_NAME, parts=[m.Part(text=text)]),
+            artifact=m.Artifact(artifact_id=self.artifact_id, name=TEXT_ARTIFACT_NAME, parts=[part]),
             append=self.started,
             last_chunk=last,
         )
