@@ -344,7 +344,7 @@ def serve(
     grpc_port: int | None = typer.Option(None, "--grpc-port", help="Also serve A2A 1.0 over gRPC on this port."),
     group_commit_seconds: float | None = typer.Option(
         None, "--group-commit-seconds", help="SQLite: a busy store writes at most once per this interval, so that "
-        "concurrent streams' tokens share a transaction; 0 turns it off [default: 0.001]."),
+        "concurrent streams' tokens share a transaction; 0 turns it off [default: 0, off]."),
     otel: bool | None = typer.Option(None, "--otel/--no-otel", help="OpenTelemetry traces and metrics (parley-a2a[otel]) "
                                         "[default: on when OTEL_TRACES_EXPORTER or OTEL_EXPORTER_OTLP_ENDPOINT is set]."),
     log_format: str = typer.Option("text", "--log-format", help="Log format: text, or json (one object per line, "

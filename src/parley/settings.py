@@ -239,7 +239,7 @@ class Settings(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     # SQLite store: a group write less than this long after the previous one waits until this long after it, so
     # that the commits of concurrent streams share a transaction (fewer disk bytes per token); an idle store
     # writes at once. 0: every commit at the next event-loop turn. docs/operations.md, "Group commit".
-    group_commit_seconds: float = 0.001
+    group_commit_seconds: float = 0.0
     recheck_seconds: float = 30.0  # how often an unavailable agent (a remote one out of reach) is tried again
     drain_seconds: float = 10.0  # on SIGTERM/SIGINT, how long running tasks may finish before they are handed over
     insecure: bool = False  # serve a non-loopback address with no credentials configured (never in production)

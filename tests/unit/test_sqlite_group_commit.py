@@ -219,3 +219,16 @@ def test_parley_serve_tunes_the_garbage_collector() -> None:
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+def test_parley_serve_takes_the_interval_and_refuses_a_bad_one(tmp_path: Path) -> None:
+    """`parley serve --group-commit-seconds` as users type it (a subprocess): a value out of range is refused
+    before the server starts, naming the flag."""
+    import subprocess
+
+    from support import PARLEY
+
+    done = subprocess.run([*PARLEY, "serve", "--db", str(tmp_path / "t.db"), "--group-commit-seconds", "5"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1
+    assert done.stderr.strip() == "error: --group-commit-seconds: must be between 0 (off) and 1 second", done.stderr
