@@ -110,15 +110,19 @@ async def lifespan(app: Any) -> AsyncIterator[None]:
         await life
 
 
-def _instructions(which: str, requests: int, method: str) -> int:
+def _instructions(which: str, requests: int, method: str, keep: str | None = None) -> int:
     """The instructions of the process's main thread: the event loop, with everything a request does on it.
-    (The SQLite store's checkpoint thread works by the clock, so its share would vary from run to run.)"""
+    (The SQLite store's checkpoint thread works by the clock, so its share would vary from run to run.)
+    `keep`: a directory the main thread's callgrind file is copied to (for callgrind_annotate)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = subprocess.run(["valgrind", "--tool=callgrind", "--separate-threads=yes",
                               f"--callgrind-out-file={tmp}/cg.out", sys.executable,
                               __file__, "--child", which, str(requests), method],
                              capture_output=True, text=True, check=True, env={**os.environ, "APP_COST_DIR": tmp})
         main_thread = Path(f"{tmp}/cg.out-01").read_text()
+        if keep is not None:
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            (Path(keep) / f"{which}-{method}-{requests}.cg").write_text(main_thread)
     found = re.search(r"^summary: (\d+)", main_thread, re.MULTILINE)
     if found is None:
         raise SystemExit(f"callgrind wrote no summary for the main thread:\n{out.stderr[-2000:]}")
@@ -141,10 +145,13 @@ def main() -> None:
     ap.add_argument("--scenario", choices=("unary", "stream"), default="unary")
     ap.add_argument("--small", type=int, default=300)
     ap.add_argument("--large", type=int, default=1300)
+    ap.add_argument("--keep", metavar="DIR", help="keep the callgrind files there (APP-METHOD-REQUESTS.cg), to compare "
+                    "functions with callgrind_annotate")
     args = ap.parse_args()
     method = "SendMessage" if args.scenario == "unary" else "SendStreamingMessage"
     for which in args.apps.split(","):
-        small, large = _instructions(which, args.small, method), _instructions(which, args.large, method)
+        small = _instructions(which, args.small, method, args.keep)
+        large = _instructions(which, args.large, method, args.keep)
         print(f"{which} {args.scenario}: {(large - small) / (args.large - args.small):,.0f} instructions per request "
               f"({args.small} and {args.large} requests: {small:,} and {large:,})", flush=True)
 

@@ -54,23 +54,31 @@ _STREAM_KEYS: dict[type, str] = {
 }
 
 
-def decode(op: Operation, params: Any) -> Any:
+def decode(op: Operation, params: Any, *, proto_names: bool = True) -> Any:
     """Validate 1.0 params into the canonical request for `op`.
 
     1.0 JSON is ProtoJSON: proto field names (`context_id`) are read like the JSON names (`contextId`),
     at any depth; an object that gives one field under both names is refused (A2A 1.0 section 5.5).
     The A2A 1.1 fields (`currentGeneration`, `ifGenerationMatch`) are ignored, as 1.0 ignores unknown fields.
+    `proto_names=False`: the caller knows no key is a proto name (see :func:`may_hold_proto_names`).
     """
-    return without_1_1(decode_1_1(op, params))
+    return without_1_1(decode_1_1(op, params, proto_names=proto_names))
 
 
-def decode_1_1(op: Operation, params: Any) -> Any:
+def decode_1_1(op: Operation, params: Any, *, proto_names: bool = True) -> Any:
     """`decode` keeping the A2A 1.1 fields (:mod:`parley.protocol.v1_1`). They are int64: ProtoJSON writes them
     as decimal strings (gRPC requests come through it), and either form is read."""
     params = params if params is not None else {}
     if isinstance(params, dict) and op in _INT64_FIELDS:
         params = _int64s(params, op)
-    return from_wire(params, REQUEST_TYPES[op], proto_names=True)
+    return from_wire(params, REQUEST_TYPES[op], proto_names=proto_names)
+
+
+def may_hold_proto_names(body: bytes) -> bool:
+    """Whether a JSON body may spell a field by its proto name. Every proto name that differs from its JSON name
+    has an underscore (`context_id`), written as `_` or as an escape (`\\u005f`): a body with neither has none,
+    and decoding it need not walk the request looking for them."""
+    return b"_" in body or b"\\u" in body
 
 
 # Where the A2A 1.1 int64 fields sit in a request's params: (object path, JSON name, proto name).
@@ -152,6 +160,12 @@ def encode_event_json(event: m.StreamEvent, *, interrupted_final: bool = True) -
     frame is made once per token)."""
     event = without_1_1(event)
     return _STREAM_HEADS[type(event)] + dumps(event) + b"}"
+
+
+def encode_send_result_json(result: m.Task | m.Message) -> bytes:
+    """`encode_send_result` as JSON bytes, the struct encoded straight to JSON (no dicts in between: every unary
+    send's answer is one)."""
+    return encode_event_json(result)
 
 
 def encode_result(op: Operation, result: Any) -> Any:

@@ -151,6 +151,22 @@ def requested_extensions(request: Request) -> frozenset[str]:
     return frozenset(uris)
 
 
+class JsonResponse(Response):
+    """A JSON body, with the headers Starlette's `Response(body, media_type="application/json")` gives it
+    (Content-Length, Content-Type), put together directly when there are no others (every unary JSON-RPC answer)."""
+
+    media_type = "application/json"
+
+    def __init__(self, body: bytes, status_code: int = 200, headers: Mapping[str, str] | None = None) -> None:
+        if headers:
+            super().__init__(body, status_code, headers)
+            return
+        self.body = body
+        self.status_code = status_code
+        self.background = None
+        self.raw_headers = [(b"content-length", b"%d" % len(body)), (b"content-type", b"application/json")]
+
+
 class EventStreamResponse(Response):
     """A Server-Sent Events response: the frames of an async iterator, until it ends or the client goes away.
 
