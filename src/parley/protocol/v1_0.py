@@ -6,6 +6,8 @@ Requests are read as ProtoJSON parsers read them: proto field names as well as J
 
 from __future__ import annotations
 
+import re
+
 from typing import Any
 
 import msgspec
@@ -76,9 +78,13 @@ def decode_1_1(op: Operation, params: Any, *, proto_names: bool = True) -> Any:
 
 def may_hold_proto_names(body: bytes) -> bool:
     """Whether a JSON body may spell a field by its proto name. Every proto name that differs from its JSON name
-    has an underscore (`context_id`), written as `_` or as an escape (`\\u005f`): a body with neither has none,
-    and decoding it need not walk the request looking for them."""
-    return b"_" in body or b"\\u" in body
+    has an underscore (`context_id`): a body none of whose keys holds one (an underscore, then the rest of a string
+    without escapes, then `:`), and with no escapes at all (a key may spell `_` as `\\u005f`), has none, and
+    decoding it need not walk the request looking for them. Values may hold underscores (`ROLE_USER`)."""
+    return b"\\" in body or _UNDERSCORED_KEY.search(body) is not None
+
+
+_UNDERSCORED_KEY = re.compile(rb'_[^"\\]*"\s*:')  # may match inside a value too: then the walk is done anyway
 
 
 # Where the A2A 1.1 int64 fields sit in a request's params: (object path, JSON name, proto name).
