@@ -217,8 +217,8 @@ def test_jsonrpc_reads_proto_names_written_with_json_escapes(server):
     """§5.5: a key is its decoded text. `message\\u005fid` is `message_id`, read like `messageId`, though no key
     of the body holds an underscore byte; spelled both ways (one escaped) it is still refused."""
     mid = _uid("m")
-    escaped = ('{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"message\\u005fid":"%s",'
-               '"role":"ROLE_USER","context\\u005Fid":"ctx-escaped","parts":[{"text":"x"}]}}}' % mid)
+    escaped = ('{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"message\\u005fid":"' + mid +
+               '","role":"ROLE_USER","context\\u005Fid":"ctx-escaped","parts":[{"text":"x"}]}}}')
     sent = httpx.post(server.url, content=escaped, headers={**V1, "Content-Type": "application/json"}).json()
     task = sent["result"]["task"]
     assert task["contextId"] == "ctx-escaped" and task["history"][0]["messageId"] == mid

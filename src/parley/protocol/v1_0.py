@@ -7,7 +7,6 @@ Requests are read as ProtoJSON parsers read them: proto field names as well as J
 from __future__ import annotations
 
 import re
-
 from typing import Any
 
 import msgspec
