@@ -9,9 +9,9 @@ uvicorn, no load generator, so the count repeats run after run on a shared, nois
 The app is called directly with ASGI messages, 8 requests in flight, each a fresh `SendMessage` (A2A 1.0
 JSON-RPC, the body of `targets.py`'s wrk script). callgrind counts every instruction of the process, start-up
 included, so each app is run twice (`--small` and `--large` requests) and the difference is divided by the
-difference in requests. Only the main thread (the event loop) is counted: with SQLite, the group writes and
-SQLite's work for them, not the checkpoint thread (which works by the clock) nor the time the disk takes.
-Needs valgrind (Debian's package).
+difference in requests. The engine's pacing by the clock is off (see `_serve`). Only the main thread (the event
+loop) is counted: with SQLite, the group writes and SQLite's work for them, not the checkpoint thread (which works
+by the clock) nor the time the disk takes. Needs valgrind (Debian's package).
 """
 
 from __future__ import annotations
@@ -83,8 +83,14 @@ async def _serve(which: str, requests: int, method: str) -> None:
 
         await _drive(floor_server.app, requests, method)
         return
+    import parley.tasks.engine
     from parley.serve import default_app
     from parley.settings import MEMORY
+
+    # An agent that never waits gets the loop back to the others every PACE_SECONDS of the clock (2 ms). Natively
+    # an echo run takes a small part of that; under callgrind, 50 times slower, it would be paced (its commit
+    # split) more or less often with the machine's load: not by the clock here, so that the count repeats.
+    parley.tasks.engine.PACE_SECONDS = 86400.0
 
     db = MEMORY if which == "parley" else str(Path(os.environ["APP_COST_DIR"]) / "parley.db")  # parley-sqlite
     parley = default_app(db)
@@ -110,15 +116,19 @@ async def lifespan(app: Any) -> AsyncIterator[None]:
         await life
 
 
-def _instructions(which: str, requests: int, method: str) -> int:
+def _instructions(which: str, requests: int, method: str, keep: str | None = None) -> int:
     """The instructions of the process's main thread: the event loop, with everything a request does on it.
-    (The SQLite store's checkpoint thread works by the clock, so its share would vary from run to run.)"""
+    (The SQLite store's checkpoint thread works by the clock, so its share would vary from run to run.)
+    `keep`: a directory the main thread's callgrind file is copied to (for callgrind_annotate)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = subprocess.run(["valgrind", "--tool=callgrind", "--separate-threads=yes",
                               f"--callgrind-out-file={tmp}/cg.out", sys.executable,
                               __file__, "--child", which, str(requests), method],
                              capture_output=True, text=True, check=True, env={**os.environ, "APP_COST_DIR": tmp})
         main_thread = Path(f"{tmp}/cg.out-01").read_text()
+        if keep is not None:
+            Path(keep).mkdir(parents=True, exist_ok=True)
+            (Path(keep) / f"{which}-{method}-{requests}.cg").write_text(main_thread)
     found = re.search(r"^summary: (\d+)", main_thread, re.MULTILINE)
     if found is None:
         raise SystemExit(f"callgrind wrote no summary for the main thread:\n{out.stderr[-2000:]}")
@@ -141,10 +151,13 @@ def main() -> None:
     ap.add_argument("--scenario", choices=("unary", "stream"), default="unary")
     ap.add_argument("--small", type=int, default=300)
     ap.add_argument("--large", type=int, default=1300)
+    ap.add_argument("--keep", metavar="DIR", help="keep the callgrind files there (APP-METHOD-REQUESTS.cg), to compare "
+                    "functions with callgrind_annotate")
     args = ap.parse_args()
     method = "SendMessage" if args.scenario == "unary" else "SendStreamingMessage"
     for which in args.apps.split(","):
-        small, large = _instructions(which, args.small, method), _instructions(which, args.large, method)
+        small = _instructions(which, args.small, method, args.keep)
+        large = _instructions(which, args.large, method, args.keep)
         print(f"{which} {args.scenario}: {(large - small) / (args.large - args.small):,.0f} instructions per request "
               f"({args.small} and {args.large} requests: {small:,} and {large:,})", flush=True)
 

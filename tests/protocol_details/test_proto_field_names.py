@@ -211,3 +211,25 @@ def test_rest_both_spellings_and_path_parameters(server):
     assert other.status_code == 400 and "`task_id`" in other.json()["error"]["message"]
     same = httpx.post(url, headers=V1, json={"task_id": "t-1", "url": "https://example.com/hook"})
     assert same.json()["error"]["details"][0]["reason"] != "INVALID_PARAMS", same.text  # decoded; fails later
+
+
+def test_jsonrpc_reads_proto_names_written_with_json_escapes(server):
+    """§5.5: a key is its decoded text. `message\\u005fid` is `message_id`, read like `messageId`, though no key
+    of the body holds an underscore byte; spelled both ways (one escaped) it is still refused."""
+    mid = _uid("m")
+    escaped = ('{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"message\\u005fid":"' + mid +
+               '","role":"ROLE_USER","context\\u005Fid":"ctx-escaped","parts":[{"text":"x"}]}}}')
+    sent = httpx.post(server.url, content=escaped, headers={**V1, "Content-Type": "application/json"}).json()
+    task = sent["result"]["task"]
+    assert task["contextId"] == "ctx-escaped" and task["history"][0]["messageId"] == mid
+    both = ('{"jsonrpc":"2.0","id":8,"method":"ListTasks","params":{"pageSize":1,"page\\u005fsize":2}}')
+    refused = httpx.post(server.url, content=both, headers={**V1, "Content-Type": "application/json"}).json()
+    assert refused["error"]["code"] == -32602 and "params.page_size" in refused["error"]["message"]
+
+
+def test_bodies_that_may_hold_proto_names():
+    """What lets the JSON-RPC binding skip the proto-name walk: no key with an underscore, and no JSON escape."""
+    assert not v1_0.may_hold_proto_names(b'{"message":{"messageId":"m_1","role":"ROLE_USER","parts":[{"text":"a"}]}}')
+    assert v1_0.may_hold_proto_names(b'{"message":{"message_id" : "m-1"}}')
+    assert v1_0.may_hold_proto_names(b'{"message":{"message_id":"m-1"}}')
+    assert v1_0.may_hold_proto_names(b'{"message":{"message\\u005fid":"m-1"}}')

@@ -561,6 +561,19 @@ def test_fold_equals_applying_each_event_in_turn(start: str) -> None:
             assert log_fold(base, events) == one_by_one(base, events), combo
 
 
+@pytest.mark.parametrize("start", list(FOLD_STARTS))
+def test_a_joined_run_of_one_chunk_folds_like_the_chunk(start: str) -> None:
+    """fold takes a run of one chunk as itself; the joining it does for longer runs must give the same task for
+    one (its fields taken from the run's first and last chunks, as for any run)."""
+    from parley.tasks import log as log_module
+
+    for name, event in FOLD_ALPHABET.items():
+        if log_module._run_key(event) is None:
+            continue
+        base = FOLD_STARTS[start]
+        assert apply(copy(base), log_module._joined([event])) == apply(copy(base), event), name
+
+
 def test_a_run_of_text_chunks_is_joined_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Folding k chunks onto a text of size S costs S + k, not k * S: a run of plain text chunks on one artifact
     is merged into the snapshot once (the mechanism that keeps reading a lagging snapshot linear)."""

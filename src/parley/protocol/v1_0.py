@@ -6,6 +6,7 @@ Requests are read as ProtoJSON parsers read them: proto field names as well as J
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -54,23 +55,35 @@ _STREAM_KEYS: dict[type, str] = {
 }
 
 
-def decode(op: Operation, params: Any) -> Any:
+def decode(op: Operation, params: Any, *, proto_names: bool = True) -> Any:
     """Validate 1.0 params into the canonical request for `op`.
 
     1.0 JSON is ProtoJSON: proto field names (`context_id`) are read like the JSON names (`contextId`),
     at any depth; an object that gives one field under both names is refused (A2A 1.0 section 5.5).
     The A2A 1.1 fields (`currentGeneration`, `ifGenerationMatch`) are ignored, as 1.0 ignores unknown fields.
+    `proto_names=False`: the caller knows no key is a proto name (see :func:`may_hold_proto_names`).
     """
-    return without_1_1(decode_1_1(op, params))
+    return without_1_1(decode_1_1(op, params, proto_names=proto_names))
 
 
-def decode_1_1(op: Operation, params: Any) -> Any:
+def decode_1_1(op: Operation, params: Any, *, proto_names: bool = True) -> Any:
     """`decode` keeping the A2A 1.1 fields (:mod:`parley.protocol.v1_1`). They are int64: ProtoJSON writes them
     as decimal strings (gRPC requests come through it), and either form is read."""
     params = params if params is not None else {}
     if isinstance(params, dict) and op in _INT64_FIELDS:
         params = _int64s(params, op)
-    return from_wire(params, REQUEST_TYPES[op], proto_names=True)
+    return from_wire(params, REQUEST_TYPES[op], proto_names=proto_names)
+
+
+def may_hold_proto_names(body: bytes) -> bool:
+    """Whether a JSON body may spell a field by its proto name. Every proto name that differs from its JSON name
+    has an underscore (`context_id`): a body none of whose keys holds one (an underscore, then the rest of a string
+    without escapes, then `:`), and with no escapes at all (a key may spell `_` as `\\u005f`), has none, and
+    decoding it need not walk the request looking for them. Values may hold underscores (`ROLE_USER`)."""
+    return b"\\" in body or _UNDERSCORED_KEY.search(body) is not None
+
+
+_UNDERSCORED_KEY = re.compile(rb'_[^"\\]*"\s*:')  # may match inside a value too: then the walk is done anyway
 
 
 # Where the A2A 1.1 int64 fields sit in a request's params: (object path, JSON name, proto name).
@@ -160,6 +173,12 @@ def encode_event_json(event: m.StreamEvent, *, interrupted_final: bool = True) -
 
 
 _encode = msgspec.json.Encoder().encode  # what codec.dumps does, without its call
+
+
+def encode_send_result_json(result: m.Task | m.Message) -> bytes:
+    """`encode_send_result` as JSON bytes, the struct encoded straight to JSON (no dicts in between: every unary
+    send's answer is one)."""
+    return encode_event_json(result)
 
 
 def encode_result(op: Operation, result: Any) -> Any:

@@ -19,7 +19,10 @@ def requested_skill(request: Any) -> str | None:
     """The skill a send request selects (None: it names none); InvalidParamsError when it is not exactly one
     skill id: not a string, empty, or the request's and its message's metadata naming different skills."""
     message = getattr(request, "message", None)
-    places = (("request", getattr(request, "metadata", None)), ("message", getattr(message, "metadata", None)))
+    request_metadata, message_metadata = getattr(request, "metadata", None), getattr(message, "metadata", None)
+    if not request_metadata and not message_metadata:  # nothing names a skill: most sends
+        return None
+    places = (("request", request_metadata), ("message", message_metadata))
     named: dict[str, str] = {}
     for where, metadata in places:
         if not isinstance(metadata, dict) or SKILL_KEY not in metadata:

@@ -34,7 +34,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from parley.protocol.errors import A2AError, InternalError, PermissionDeniedError, ServiceUnavailableError
 from parley.server.access import Access, Credentials
 from parley.server.http import PRINCIPAL_KEY
-from parley.server.loopback import loopback_host, loopback_origin
+from parley.server.loopback import loopback_host, loopback_host_raw, loopback_origin
 from parley.server.rpc_door import route_path
 from parley.tasks.store import unavailable
 
@@ -71,6 +71,21 @@ def host_refusal(request: Request) -> UntrustedHostError | None:
             f"Forbidden: this server is open (no credentials configured) and answers no cross-site requests; "
             f"Origin {clip(origin)!r} is not a loopback origin")
     return None
+
+
+def scope_host_refusal(scope: Scope) -> UntrustedHostError | None:
+    """`host_refusal` read straight from the ASGI scope's headers: one pass, no Request, the verdict on a Host
+    cached (every request of an open server asks it; a refusal is worded by `host_refusal`)."""
+    host = origin = None
+    for name, value in scope["headers"]:  # the first of each, as Request.headers.get gives it
+        if name == b"host":
+            if host is None:
+                host = value
+        elif name == b"origin" and origin is None:
+            origin = value
+    if host is not None and origin is None and loopback_host_raw(host):
+        return None
+    return host_refusal(Request(scope))
 
 
 def _failure(exc: Exception) -> A2AError:
@@ -115,7 +130,7 @@ class EdgeGuard:
             if secured:
                 refusal = await self._authenticate(scope)
             elif self.host_check:
-                refusal = host_refusal(Request(scope))
+                refusal = scope_host_refusal(scope)
             else:
                 refusal = None
         if refusal is None:

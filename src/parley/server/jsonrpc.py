@@ -16,7 +16,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from parley.protocol import jsonrpc
+from parley.protocol import jsonrpc, v1_0
 from parley.protocol.codec import dumps, json_depth_limit
 from parley.protocol.errors import A2AError, InternalError
 from parley.protocol.jsonrpc import EnvelopeError, RpcRequest
@@ -27,6 +27,7 @@ from parley.server.http import (
     SSE_HEADERS,
     STOPPING_FRAME,
     EventStreamResponse,
+    JsonResponse,
     credentials_of,
     last_event_id,
     read_body,
@@ -80,7 +81,10 @@ class JsonRpcEndpoint:
                 seen["id"] = exc.request_id
                 raise exc.error from None
             seen["id"], seen["version"] = rpc.id, rpc.dialect.VERSION
-            req = rpc.dialect.decode(rpc.op, rpc.params)
+            if rpc.dialect.VERSION == "1.0" and not v1_0.may_hold_proto_names(body):  # no proto names to look for
+                req = rpc.dialect.decode(rpc.op, rpc.params, proto_names=False)
+            else:
+                req = rpc.dialect.decode(rpc.op, rpc.params)
             resume = last_event_id(request) if rpc.op is Operation.SUBSCRIBE else None
             return Call(agent_id, rpc.op, req, rpc.dialect.VERSION, extensions=requested_extensions(request),
                         last_event_id=resume, agent_url=agent_url, idle=self.keepalive, tag=rpc)
@@ -96,9 +100,13 @@ class JsonRpcEndpoint:
         result = outcome.result
         if rpc.op is Operation.EXTENDED_CARD:  # the card of the caller's version
             encoded = card_v1(result) if rpc.dialect.VERSION == "1.0" else card_v03(result)
+        elif rpc.op is Operation.SEND and (encode_json := getattr(rpc.dialect, "encode_send_result_json", None)):
+            # The answer straight from the struct to JSON, in the envelope jsonrpc.success gives it (1.0).
+            return JsonResponse(b'{"jsonrpc":"2.0","id":' + dumps(rpc.id) + b',"result":' + encode_json(result) + b"}",
+                                headers=outcome.headers)
         else:
             encoded = rpc.dialect.encode_result(rpc.op, result)
-        return Response(jsonrpc.success(rpc.id, encoded), media_type=JSON, headers=outcome.headers)
+        return JsonResponse(jsonrpc.success(rpc.id, encoded), headers=outcome.headers)
 
     def _error(self, request_id: Any, error: A2AError, version: str) -> Response:
         status = error.http_status if error.http_status in (401, 403, 413, 415, 429, 503) else 200

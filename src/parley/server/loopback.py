@@ -29,8 +29,18 @@ def loopback_name(name: str | None) -> bool:
 
 def loopback_host(request: Request) -> bool:
     """Whether the request's `Host` header names the loopback (any port; `[::1]` in brackets)."""
-    host = request.headers.get("host") or ""
+    return loopback_host_value(request.headers.get("host") or "")
+
+
+def loopback_host_value(host: str) -> bool:
+    """Whether a `Host` header's value names the loopback (any port; `[::1]` in brackets)."""
     return loopback_name(host[1:host.find("]")] if host.startswith("[") else host.rsplit(":", 1)[0])
+
+
+@functools.lru_cache(maxsize=256)  # the edge asks on every request of an open server, from the raw header
+def loopback_host_raw(host: bytes) -> bool:
+    """`loopback_host_value` of a raw (latin-1) `Host` header value, as an ASGI scope carries it."""
+    return loopback_host_value(host.decode("latin-1"))
 
 
 def loopback_origin(origin: str) -> bool:

@@ -1206,6 +1206,8 @@ def _check_history_length(value: int | None) -> None:
 def _skill(msg: m.Message, metadata: dict | None) -> str | None:
     """The skill the turn's message selects (the pipeline refused an ambiguous one before it got here; a task
     stored before that check with an ambiguous one selects none)."""
+    if not metadata and not msg.metadata:  # nothing names a skill: no request to build to find none
+        return None
     try:
         return requested_skill(m.SendMessageRequest(message=msg, metadata=metadata))
     except InvalidParamsError:

@@ -129,6 +129,9 @@ def fold(task: m.Task, events: Sequence[m.Task | m.Message | m.TaskStatusUpdateE
                 out = apply(out, ev)
         else:
             run = list(group)
+            if len(run) == 1:  # a chunk alone folds as itself (a chunk per loop turn: each fold has one)
+                out = apply(out, run[0])
+                continue
             out = apply(out, _joined(run))
             out.generation = generation_of(out) + len(run) - 1  # each chunk of the run counts
     return out
