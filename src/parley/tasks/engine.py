@@ -713,6 +713,7 @@ class TaskEngine:
             run.paced_at = time.monotonic()
             try:
                 async for out in gen:
+                    pending = run.flush_scheduled  # a flush asked for by an earlier output, not yet run
                     if type(out) is str and not run.may_reply:  # a token: what _take does with text, inline
                         run.turn.open.append(out)
                         self._flush_soon(run)
@@ -721,7 +722,9 @@ class TaskEngine:
                     if run.settled.is_set():
                         break
                     if run.flush_scheduled:  # the loop has not turned since this flush was asked for
-                        if time.monotonic() - run.flush_asked_at >= PACE_SECONDS:
+                        # Only a flush an earlier output asked for: never between an output and the one the agent
+                        # yields right after it (however late this process was scheduled in between).
+                        if pending and time.monotonic() - run.flush_asked_at >= PACE_SECONDS:
                             await self._pace(run)
                     elif run.turned:  # the agent waited since its last output: the others had the loop
                         run.turned = False
