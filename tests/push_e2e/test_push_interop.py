@@ -33,6 +33,7 @@ import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -131,11 +132,24 @@ async def sdk1_send(client, message: Message) -> a2a_pb2.Task:
     return events[-1].task
 
 
+def _instants(value: object) -> object:
+    """`value` with each `timestamp` read as the instant it names: ProtoJSON prints a Timestamp's fraction only when
+    it is not zero ("...22Z" for "...22.000Z"), the same instant."""
+    if isinstance(value, dict):
+        return {k: datetime.fromisoformat(v) if k == "timestamp" and isinstance(v, str) else _instants(v)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_instants(v) for v in value]
+    return value
+
+
 def parse_with_sdk(rec) -> a2a_pb2.StreamResponse:
-    """The body as the SDK's StreamResponse: strict (no unknown field), and it prints back to the same JSON."""
+    """The body as the SDK's StreamResponse: strict (no unknown field), and it prints back to the same JSON
+    (timestamps compared as instants)."""
     data = rec.json()
     parsed = json_format.ParseDict(data, a2a_pb2.StreamResponse(), ignore_unknown_fields=False)
-    assert json_format.MessageToDict(parsed) == data, (json_format.MessageToDict(parsed), data)
+    again = json_format.MessageToDict(parsed)
+    assert _instants(again) == _instants(data), (again, data)
     return parsed
 
 

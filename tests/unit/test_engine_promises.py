@@ -634,3 +634,31 @@ async def test_an_artifact_and_the_checkpoint_yielded_right_after_it_share_one_c
         ticks = [describe(e)[1] for e in commit.entries if isinstance(e.event, m.TaskArtifactUpdateEvent)]
         assert ticks == [f"tick-{i}"], f"checkpoint {i + 1} was committed with {ticks}"
     await assert_log_consistent(store, sub.record.task.id)
+
+
+async def test_a_store_whose_commit_needs_a_task_gets_its_flushes_in_one(caplog: pytest.LogCaptureFixture) -> None:
+    """asyncpg and redis-py enter `asyncio.timeout`, which refuses to run outside a task ("Timeout should be used
+    inside a task": tests/cluster/test_drain.py saw it while PostgreSQL reconnected). The engine's group commit
+    runs a flush's first step without a task only for stores that say it may (TaskStore.eager_commits); for the
+    others every streamed token's flush runs in a task and is written."""
+
+    class NeedsTask(TapStore):
+        eager_commits = False
+
+        async def commit(self, commit):  # type: ignore[no-untyped-def]
+            async with asyncio.timeout(10):  # what asyncpg's pool does when it opens a connection
+                await super().commit(commit)
+
+    async def streamer(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        for word in ("one ", "two ", "three"):
+            yield word
+            await asyncio.sleep(0)  # a later loop turn: each word is a flush of its own
+
+    store = NeedsTask()
+    engine = make_engine(streamer, store=store)
+    with caplog.at_level("ERROR"):
+        sub = await engine.submit("streamer", OWNER, request())
+        await bounded(sub.run.aio, "the run to end")  # type: ignore[arg-type]
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == []
+    log = await assert_log_consistent(store, sub.record.task.id)
+    assert "".join(text_chunks(log)) == "one two three"

@@ -233,6 +233,9 @@ class TaskEngine:
         self.limits = limits or LimitSettings()  # what a context's history and a list page may load
         self.agents = agents
         self.bus = bus or LocalBus()
+        # A group commit's first step runs without a task only where nothing on its way needs one (asyncpg's and
+        # redis-py's timeouts do: "Timeout should be used inside a task"): a store and a bus of this process.
+        self._eager_flush = store.eager_commits and type(self.bus) is LocalBus
         self.delegator = delegator
         self.cancel_child = cancel_child
         self.holder = holder or process_id()
@@ -450,7 +453,10 @@ class TaskEngine:
         if not (run.unflushed or run.effects or run.turn.open):
             return
         try:  # a store that commits without waiting (memory) needs no task for it
-            task = start_eagerly(run.loop, self._scheduled_flush(run))
+            if self._eager_flush:
+                task = start_eagerly(run.loop, self._scheduled_flush(run))
+            else:
+                task = run.loop.create_task(self._scheduled_flush(run))
         except Exception:
             log.exception("writing task events failed")
             return

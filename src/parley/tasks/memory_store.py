@@ -56,6 +56,8 @@ class MemoryTaskStore(TaskStore):
     rows as that many tasks make.
     """
 
+    eager_commits = True  # its commit awaits nothing but its own futures (TaskStore.eager_commits)
+
     exclusive = True
 
     def __init__(self, keep_finished: int | None = DEFAULT_KEEP_FINISHED) -> None:

@@ -386,6 +386,8 @@ class _Pending(msgspec.Struct):
 class SqliteTaskStore(TaskStore):
     """Tasks, logs, idempotency keys, checkpoints, links, leases and push configs in one SQLite file."""
 
+    eager_commits = True  # its commit awaits nothing but its own futures (TaskStore.eager_commits)
+
     exclusive = True
 
     def __init__(self, path: str | Path, *, wal_checkpoint_seconds: float = 0.05,

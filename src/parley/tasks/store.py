@@ -331,6 +331,9 @@ class TaskStore(ABC):
     """
 
     exclusive: bool = False
+    # commit() may run outside an asyncio task up to its first suspension (no asyncio.timeout, no driver that
+    # enters one): the engine then runs a group commit's first step at once instead of making a task for it.
+    eager_commits: bool = False
 
     @abstractmethod
     async def commit(self, commit: Commit) -> None:
