@@ -523,13 +523,7 @@ async def resume_after_death(chunk_before_checkpoint: bool) -> None:
             describe(e)[:2] == ("artifact", "Two. ") for e in await log_of(store, task_id))
 
     await store.until(after_checkpoint, "text written after the checkpoint")
-    await die(sub.run)  # type: ignore[arg-type]
-    died_at = len(await log_of(store, task_id))
-    # B's heartbeat takes the task over once A's lease runs out; B's stream shows it to the end.
-    await b.start()
-    entries = await bounded(_collect(b.follow(task_id, died_at, until=is_terminal)),
-                            "B to take the task over and finish it")
-    assert describe(entries[-1]) == ("status", S.COMPLETED, None)
+    died_at, _ = await a_dies_b_finishes(sub, b, store)
     assert ran == [("A", None), ("B", {"step": 2 if chunk_before_checkpoint else 1})]
     log = await assert_log_consistent(store, task_id)
     assert ("status", S.WORKING, RESUME_MESSAGE) in [describe(e) for e in log[died_at:]]
@@ -542,6 +536,19 @@ async def resume_after_death(chunk_before_checkpoint: bool) -> None:
 
 async def _collect(it: AsyncIterator[Entry]) -> list[Entry]:
     return [e async for e in it]
+
+
+async def a_dies_b_finishes(sub: Submission, b: TaskEngine, store: TapStore) -> tuple[int, list[Entry]]:
+    """A's process dies during `sub`'s run; B's heartbeat takes the task over once A's lease runs out and completes
+    it. (entries in the log when A died, what B's follow showed from there to the end)."""
+    task_id = sub.record.task.id
+    await die(sub.run)  # type: ignore[arg-type]
+    died_at = len(await log_of(store, task_id))
+    await b.start()
+    entries = await bounded(_collect(b.follow(task_id, died_at, until=is_terminal)),
+                            "B to take the task over and finish it")
+    assert describe(entries[-1]) == ("status", S.COMPLETED, None)
+    return died_at, entries
 
 
 async def test_after_a_dies_b_resumes_its_task_from_the_checkpoint() -> None:
@@ -587,12 +594,7 @@ async def test_a_resumed_run_appends_the_chunks_of_an_artifact_after_its_checkpo
         return any(describe(e)[:2] == ("artifact", "row 2; ") for e in await log_of(store, task_id))
 
     await store.until(row_2_written, "the chunk written after the checkpoint")
-    await die(sub.run)  # type: ignore[arg-type]
-    died_at = len(await log_of(store, task_id))
-    await b.start()
-    entries = await bounded(_collect(b.follow(task_id, died_at, until=is_terminal)),
-                            "B to take the task over and finish it")
-    assert describe(entries[-1]) == ("status", S.COMPLETED, None)
+    _, entries = await a_dies_b_finishes(sub, b, store)
     assert ran == [("A", None), ("B", {"rows": 1})]
     await assert_log_consistent(store, task_id)
     rec = await store.get(task_id)
