@@ -109,6 +109,31 @@ async def test_a_wal_past_its_limit_starts_over_is_emptied_when_idle_and_nothing
         await reopened.close()
 
 
+async def test_a_write_under_way_for_a_whole_round_is_not_taken_for_an_idle_writer(tmp_path: Path) -> None:
+    """A group write that outlasts a checkpoint round commits nothing meanwhile, so SQLite's data_version stays
+    as it was. The round must still see the writer busy: taken for idle, the write was followed by a TRUNCATE
+    holding the writer lock for 12-73 ms while 1,000 streams waited (bench/RESULTS.md, 2026-11-28 evening). Once
+    the writer is idle for a round, the WAL is emptied as before."""
+    path = tmp_path / "t.db"
+    async with driven(path) as (store, checkpointer, side):
+        await write(store, 0, 3)
+        checkpointer.round(side)  # the writer wrote since the last round: busy, the WAL stays
+        size = wal_size(path)
+        assert size > 0
+        checkpointer.gate.acquire()  # a write under way (what the store's writer holds while it writes)
+        try:  # on a thread, as the checkpointer's own: a round taking the writer for idle would wait for the gate
+            await asyncio.wait_for(asyncio.to_thread(checkpointer.round, side), 10)
+            assert (wal_size(path), checkpointer.truncations) == (size, 0)
+        finally:
+            checkpointer.gate.release()
+        assert checkpointer.gate.writer_enters()  # a write begins and ends between two rounds, committing nothing
+        checkpointer.gate.release()
+        checkpointer.round(side)
+        assert (wal_size(path), checkpointer.truncations) == (size, 0)
+        checkpointer.round(side)  # a round with no write at all: idle, the WAL is emptied
+        assert (wal_size(path), checkpointer.truncations) == (0, 1)
+
+
 async def test_commits_wait_for_a_checkpoint_holding_the_writer_lock_and_the_loop_goes_on(tmp_path: Path) -> None:
     """A RESTART or TRUNCATE checkpoint holds SQLite's writer lock. A commit arriving meanwhile stays queued
     instead of waiting inside SQLite (whose busy handler would sleep 1, 2, 5 ms... on the event loop): reads

@@ -33,7 +33,7 @@ import time
 from array import array
 from collections.abc import AsyncIterator, Callable, Collection
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import msgspec
 
@@ -400,7 +400,7 @@ class SqliteTaskStore(TaskStore):
         self._last_write = float("-inf")  # loop.time() when the last group write began
         self._timer: asyncio.TimerHandle | None = None  # the next group write, when it waits for the interval
         self._loop: asyncio.AbstractEventLoop | None = None  # the writer's: where the checkpointer resumes it
-        self._gate = threading.Lock()  # the checkpointer's (WalCheckpointer.gate) once it runs
+        self._gate = WriterGate()  # the checkpointer's (WalCheckpointer.gate) once it runs
         # Each task's unmoved tail (_append_tail): authoritative with the file, found again when it is opened.
         self._tails: dict[str, _Tail] = {}
         self._undo: list[tuple[str, _Tail | None]] = []  # (task, its tail before) for the group write under way
@@ -557,7 +557,7 @@ class SqliteTaskStore(TaskStore):
             return
         # A checkpoint holding the writer lock: the commits stay queued (the loop goes on), and the
         # checkpointer calls _resume_writes when it is done.
-        if not self._gate.acquire(blocking=False):
+        if not self._gate.writer_enters():
             return
         try:
             self._write_batch()
@@ -576,7 +576,7 @@ class SqliteTaskStore(TaskStore):
         """The writer gate, for a write outside the group writes (leases, retention, push configs and
         deliveries): while a checkpoint holds SQLite's writer lock, wait here, the event loop going on, instead
         of in SQLite's busy handler, which sleeps on the loop. The body must not await (it holds a thread lock)."""
-        while not self._gate.acquire(blocking=False):
+        while not self._gate.writer_enters():
             await asyncio.sleep(GATE_POLL_SECONDS)
         try:
             with self._db:  # commits what the body began, or rolls it back when the body raises
@@ -1141,6 +1141,43 @@ def wal_file_limit(limit: int) -> int:
     return 2 * int(limit)
 
 
+class WriterGate:
+    """SQLite's writer lock as this process takes it: the store holds it for each write, the checkpointer for a
+    checkpoint that takes SQLite's writer lock (RESTART, TRUNCATE), so that neither waits inside SQLite's busy
+    handler. It counts the writer's entries: a checkpoint round tells an idle writer from a busy one by them."""
+
+    __slots__ = ("_lock", "writes")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.writes = 0  # how many times the writer entered (read by the checkpointer's thread)
+
+    def writer_enters(self) -> bool:
+        """For the store's writer: take the gate if it is free (True), counting the entry; False if a checkpoint
+        holds it."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        self.writes += 1
+        return True
+
+    def acquire(self, blocking: bool = True) -> bool:
+        """Take the gate (the checkpointer, or a test standing in for a write); not counted as a write."""
+        return self._lock.acquire(blocking)
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+    def __enter__(self) -> Self:
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
 class WalCheckpointer:
     """Keeps the WAL small, on a daemon thread: every `interval` seconds a PASSIVE checkpoint copies what it
     can into the database file without blocking anyone. Once the WAL holds more than `limit` bytes of frames,
@@ -1148,7 +1185,8 @@ class WalCheckpointer:
     the database file: 2 ms on one machine, 7-9 ms on the bench VM's slower disk) makes the next commit write the WAL
     from its start, reusing the file: it is not cut back (`journal_size_limit` is twice `limit`, a backstop
     after a burst), since truncating and growing it again cost the writer 3-4 ms each time on the slower
-    machine (bench/RESULTS.md). When the writer was idle for a round, a TRUNCATE empties the file. Commits
+    machine (bench/RESULTS.md). When the writer was idle for a round (no write began, ended or was under way:
+    `WriterGate.writes`), a TRUNCATE empties the file. Commits
     wait for those two without blocking the event loop (`gate`).
 
     Under steady writes a PASSIVE checkpoint never catches up with the end of the WAL, and SQLite only
@@ -1170,8 +1208,9 @@ class WalCheckpointer:
         # SQLite's writer lock: neither waits for the other inside SQLite, whose busy handler sleeps 1, 2, 5,
         # 10 ms and more between tries. A writer that finds it taken leaves its commits queued (the event
         # loop goes on) and `after_hold` has them written when the checkpoint is done.
-        self.gate = threading.Lock()
+        self.gate = WriterGate()
         self._version: int | None = None
+        self._writes = 0  # gate.writes at the last round
         self._frame_bytes = 4096 + 24  # a WAL frame: a page and its header (connect reads the page size)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="parley-wal-checkpoint", daemon=True)
@@ -1198,7 +1237,12 @@ class WalCheckpointer:
         """One checkpoint round (see the class docstring)."""
         frames = self._passive(db)
         version = db.execute("PRAGMA data_version").fetchone()[0]  # changes when another connection commits
-        idle, self._version = version == self._version, version
+        # Idle: no write committed, began or is under way since the last round. A group write that outlasts a
+        # round commits nothing meanwhile (data_version stays): taken for idle, it had a TRUNCATE (12-73 ms of
+        # the writer lock, the WAL being large) follow it while streams waited (bench/RESULTS.md, 2026-11-28).
+        writes = self.gate.writes
+        idle = version == self._version and writes == self._writes and not self.gate.locked()
+        self._version, self._writes = version, writes
         size = self._wal_size()
         used = frames * self._frame_bytes if frames >= 0 else size  # the file may be larger: it is reused
         mode = "RESTART" if used > self.limit else "TRUNCATE" if idle and size > 0 else None
