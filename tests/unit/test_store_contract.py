@@ -7,9 +7,13 @@ a refused commit leaves no trace of any part of it.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
+import itertools
 import os
+import random
 import sqlite3
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -39,6 +43,7 @@ from parley.tasks.store import (
     encode_cursor,
     fingerprint,
     make_query,
+    snapshot_phase,
     stores_snapshot,
 )
 
@@ -235,9 +240,10 @@ async def test_an_orphan_claimed_mid_answer_comes_with_every_chunk(store: TaskSt
 
 
 def test_which_commits_store_their_snapshot() -> None:
-    """store.stores_snapshot: a creation, anything but artifact updates, or entries reaching a multiple of
-    SNAPSHOT_EVERY store the snapshot; artifact updates within one stretch of SNAPSHOT_EVERY, or no entries
-    at all (a lease or a checkpoint alone), leave the stored one as it was."""
+    """store.stores_snapshot: a creation, anything but artifact updates, or entries reaching the task's next
+    rewrite point (every SNAPSHOT_EVERY entries, at its own snapshot_phase) store the snapshot; artifact updates
+    between two rewrite points, or no entries at all (a lease or a checkpoint alone), leave the stored one as it
+    was."""
     task = new_task(state=S.WORKING)
 
     def commit(after: int, *events: object, **kw: object) -> Commit:
@@ -246,16 +252,42 @@ def test_which_commits_store_their_snapshot() -> None:
                       **kw)  # type: ignore[arg-type]
 
     n = SNAPSHOT_EVERY
+    b = 2 * n - snapshot_phase("t1")  # a rewrite point of t1's (n + 1 to 2n)
     assert stores_snapshot(commit(0, task, record=record(task)))
-    assert not stores_snapshot(commit(1, chunk(0)))
-    assert not stores_snapshot(commit(n - 3, chunk(0), chunk(1)))  # up to n - 1
-    assert stores_snapshot(commit(n - 2, chunk(0), chunk(1)))  # reaches n
-    assert stores_snapshot(commit(n - 1, chunk(0)))
-    assert not stores_snapshot(commit(n, chunk(0)))
-    assert stores_snapshot(commit(2 * n - 1, chunk(0), chunk(1)))  # passes 2n
+    assert not stores_snapshot(commit(b - n, chunk(0)))
+    assert not stores_snapshot(commit(b - 3, chunk(0), chunk(1)))  # up to b - 1
+    assert stores_snapshot(commit(b - 2, chunk(0), chunk(1)))  # reaches b
+    assert stores_snapshot(commit(b - 1, chunk(0)))
+    assert not stores_snapshot(commit(b, chunk(0)))
+    assert stores_snapshot(commit(b + n - 1, chunk(0), chunk(1)))  # passes the next one
     assert stores_snapshot(commit(5, chunk(0), status(S.WORKING)))
     assert stores_snapshot(commit(5, msg("m2", "more")))
     assert not stores_snapshot(commit(5, lease=Lease("A", 9.0)))
+
+
+def test_tasks_streaming_in_step_rewrite_their_snapshots_at_different_entries() -> None:
+    """Answers that start together stream in step. With one rewrite point for all, 1,000 of them rewrote their
+    snapshots (and the SQLite store moved their tails into the log) within 200 ms, holding every stream's tokens
+    back up to half a second (bench/RESULTS.md, 2026-11-28 evening). Each task rewrites at its own phase: the
+    first rewrites of 1,000 tasks spread over the whole stretch of SNAPSHOT_EVERY entries, and none lets its
+    stored snapshot lag by SNAPSHOT_EVERY entries or more."""
+    n = SNAPSHOT_EVERY
+    task = new_task(state=S.WORKING)
+    firsts: list[int] = []
+    for i in range(1000):
+        task_id = str(uuid.UUID(int=random.Random(i).getrandbits(128), version=4))
+        stored_at, rewrites = 1, []
+        for seq in range(2, 4 * n):  # one token a commit, as a model streams; the engine says where it stands
+            c = Commit(task_id=task_id, expected_seq=seq - 1, entries=[Entry(seq, chunk(seq))], snapshot=task,
+                       updated_at=1.0, snapshot_at=stored_at)
+            if stores_snapshot(c):
+                rewrites.append(seq)
+                stored_at = seq
+            assert seq - stored_at < n, (task_id, seq, stored_at)
+        assert all(b - a == n for a, b in itertools.pairwise(rewrites)), rewrites
+        firsts.append(rewrites[0])
+    assert len(set(firsts)) == n  # every entry of the stretch is some task's first rewrite point
+    assert max(collections.Counter(firsts).values()) < 40  # about 1,000 / 64 each, not all at one
 
 
 async def stored_snapshot(store: TaskStore, task_id: str) -> tuple[bytes, int | None]:
@@ -272,8 +304,9 @@ async def stored_snapshot(store: TaskStore, task_id: str) -> tuple[bytes, int | 
 @pytest.mark.parametrize("store", ["sqlite", "postgres-lagging"], indirect=True)
 async def test_chunks_of_an_answer_do_not_rewrite_the_stored_snapshot(store: TaskStore) -> None:
     """Rewriting the whole task for every chunk made a streamed answer's writes grow with the square of its
-    length (bench/RESULTS.md). The durable stores write the snapshot when a commit reaches a multiple of
-    SNAPSHOT_EVERY entries, and whenever anything but artifact updates is appended (a status: whole again)."""
+    length (bench/RESULTS.md). The durable stores write the snapshot when a commit reaches the task's next rewrite
+    point (every SNAPSHOT_EVERY entries, at its snapshot_phase), and whenever anything but artifact updates is
+    appended (a status: whole again)."""
     await put(store, new_task(state=S.WORKING))
     rewrites, previous = [], (await stored_snapshot(store, "t1"))[0]
     for i in range(STREAMED):
@@ -286,7 +319,8 @@ async def test_chunks_of_an_answer_do_not_rewrite_the_stored_snapshot(store: Tas
         else:
             assert lags_at is not None and lags_at < seq and seq - lags_at < SNAPSHOT_EVERY, (seq, lags_at)
         previous = current
-    assert rewrites == [n for n in range(2, STREAMED + 2) if n % SNAPSHOT_EVERY == 0]
+    phase = snapshot_phase("t1")
+    assert rewrites == [n for n in range(2, STREAMED + 2) if (n + phase) % SNAPSHOT_EVERY == 0]
     await advance(store, "t1", status(S.COMPLETED))
     current, lags_at = await stored_snapshot(store, "t1")
     got = await store.get("t1")
@@ -1376,16 +1410,18 @@ def wal_pages(path: Path) -> list[int]:
 async def test_a_streamed_tokens_commit_touches_only_the_change_feed(tmp_path: Path) -> None:
     """Issue 25: a commit of one artifact update writes the change feed's pages and nothing else: not the task row,
     its ListTasks entry or the log's index (those follow at the task's next other commit). Counted from the WAL's
-    frame headers (the checkpointer held off), each page named by SQLite's dbstat."""
+    frame headers (the checkpointer held off), each page named by SQLite's dbstat. The task's snapshot rewrite
+    points are past these tokens (its snapshot_phase is 0: every SNAPSHOT_EVERY-th entry)."""
     path = tmp_path / "t.db"
     store = SqliteTaskStore(path, wal_checkpoint_seconds=3600.0)
+    task_id = next(t for t in (f"t{i}" for i in itertools.count()) if snapshot_phase(t) == 0)
     try:
-        await put(store, new_task(state=S.WORKING))
-        await advance(store, "t1", chunk(0))
+        await put(store, new_task(task_id, state=S.WORKING))
+        await advance(store, task_id, chunk(0, task_id=task_id))
         written = []
         for i in range(1, 31):
             before = len(wal_pages(path))
-            await advance(store, "t1", chunk(i))
+            await advance(store, task_id, chunk(i, task_id=task_id))
             written.append(wal_pages(path)[before:])
         db = sqlite3.connect(path)
         owners = {pgno: name for name, pgno in db.execute("SELECT name, pageno FROM dbstat")}
@@ -1393,7 +1429,7 @@ async def test_a_streamed_tokens_commit_touches_only_the_change_feed(tmp_path: P
         touched = {owners.get(p, "(free)") for pages in written for p in pages}
         assert touched <= {"changes", "sqlite_schema"}, touched  # page 1 when the file grows
         assert sum(map(len, written)) <= 3 * len(written)  # about one page each, a new leaf now and then
-        rec = await store.get("t1")
+        rec = await store.get(task_id)
         assert rec is not None and rec.seq == 32 and "".join(
             p.text or "" for p in rec.task.artifacts[0].parts) == "".join(f"w{i} " for i in range(31))
     finally:

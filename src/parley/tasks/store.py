@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -532,12 +533,22 @@ def snapshot_interval(task: m.Task) -> int:
     return SNAPSHOT_EVERY * max(1, content_size(task) // SNAPSHOT_BYTES)
 
 
+def snapshot_phase(task_id: str) -> int:
+    """Where in each stretch of SNAPSHOT_EVERY entries a task's stored snapshot is rewritten (0 to
+    SNAPSHOT_EVERY - 1, fixed per task). Tasks that start together stream in step: with one phase for all, every
+    one of them rewrote its snapshot (and the SQLite store moved its tail into the log) at the same entry, 1,000
+    streams' rewrites in 200 ms, which held their tokens back up to half a second (bench/RESULTS.md, 2026-11-28
+    evening). Spread by the task's id, the rewrites spread over the whole stretch."""
+    return zlib.crc32(task_id.encode()) % SNAPSHOT_EVERY
+
+
 def stores_snapshot(commit: Commit) -> bool:
     """Whether `commit` must store its snapshot: it creates the task, appends something other than an
     artifact update (a status, a message: the task's state and history are always stored as they are), or
-    the stored snapshot would lag too far: by :func:`snapshot_interval` entries when the commit says where it
-    stands (`snapshot_at`), else when its entries reach a multiple of SNAPSHOT_EVERY. Otherwise the stored
-    snapshot may stay behind the log."""
+    its entries reach the task's next rewrite point: once every SNAPSHOT_EVERY entries, at the task's own
+    :func:`snapshot_phase`, while the snapshot is small; once it has grown (:func:`snapshot_interval`), when the
+    stored one lags by that many entries (when the commit says where it stands: `snapshot_at`). Otherwise the
+    stored snapshot may stay behind the log."""
     if commit.record is not None:
         return True
     entries = commit.entries
@@ -548,11 +559,16 @@ def stores_snapshot(commit: Commit) -> bool:
             return True
     elif any(type(e.event) is not m.TaskArtifactUpdateEvent for e in entries):
         return True
+    last = entries[-1].seq
+    phase = snapshot_phase(commit.task_id)
+    crossed = (commit.expected_seq + phase) // SNAPSHOT_EVERY != (last + phase) // SNAPSHOT_EVERY
     if commit.snapshot_at is None:
-        return commit.expected_seq // SNAPSHOT_EVERY != entries[-1].seq // SNAPSHOT_EVERY
-    lag = entries[-1].seq - commit.snapshot_at
-    # snapshot_interval is never below SNAPSHOT_EVERY: the snapshot's size is only looked at past that lag
-    return lag >= SNAPSHOT_EVERY and lag >= snapshot_interval(commit.snapshot)
+        return crossed
+    lag = last - commit.snapshot_at
+    if not crossed and lag < SNAPSHOT_EVERY:  # the usual streamed token: no need to measure the snapshot
+        return False
+    interval = snapshot_interval(commit.snapshot)
+    return interval == SNAPSHOT_EVERY if crossed and lag < SNAPSHOT_EVERY else lag >= interval
 
 
 def first_event_at(commit: Commit) -> float | None:
