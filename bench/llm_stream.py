@@ -202,9 +202,11 @@ def server_cmd(name: str, port: int, tmp: Path, parley_args: list[str] | None = 
     parley = str(Path(sys.executable).parent / "parley")
     app = [parley, "serve", "--app", "llm_agents:app", "--port", str(port), "--log-level", "warning",
            *(parley_args or [])]
+    # bench/ (the agents) first, then the caller's PYTHONPATH: `PYTHONPATH=<a checkout>/src` runs that code
+    path = {"PYTHONPATH": os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)}
     cmd, env = {
-        "sqlite": ([*app, "--db", str(tmp / "l.db")], {"PYTHONPATH": str(HERE)}),
-        "memory": ([*app, "--memory"], {"PYTHONPATH": str(HERE)}),
+        "sqlite": ([*app, "--db", str(tmp / "l.db")], path),
+        "memory": ([*app, "--memory"], path),
         "sdk": ([sys.executable, str(HERE / "sdk_llm_server.py"), "--port", str(port)], {}),
         "js": (["node", str(JS_DIR / "llm_server.mjs"), "--port", str(port)], {}),
     }[name]
@@ -413,7 +415,8 @@ def report(summary: dict, args: argparse.Namespace, env: dict, stamp: str, elaps
             f"{GEN_CPU}; {env['nproc']} cores ({env['cpu_model']}); load average "
             f"{' '.join(f'{x:.2f}' for x in env['loadavg_start'])} before, "
             f"{' '.join(f'{x:.2f}' for x in env['loadavg_end'])} after; Parley at {env['git'].get('commit', '?')[:10]}"
-            f"{' (src modified)' if env['git'].get('dirty_src') else ''}, a2a-sdk {env['packages'].get('a2a-sdk')}, "
+            f"{' (src modified)' if env['git'].get('dirty_src') else ''}"
+            f"{' (PYTHONPATH=' + os.environ['PYTHONPATH'] + ' first)' if os.environ.get('PYTHONPATH') else ''}, a2a-sdk {env['packages'].get('a2a-sdk')}, "
             f"@a2a-js/sdk {env.get('a2a_js_sdk')} on Node {env.get('node')}.")
     notes = [f"- {LABEL[n]}: errors {s['errors']}; {s['tokens_delivered']:,} of {s['tokens_expected']:,} tokens; "
              f"generator: {fmt(s['gen_us_per_token'])} µs CPU per token, cores max {s['gen_cores_max']:.2f}, "
