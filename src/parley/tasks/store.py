@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import zlib
 from abc import ABC, abstractmethod
@@ -533,6 +534,7 @@ def snapshot_interval(task: m.Task) -> int:
     return SNAPSHOT_EVERY * max(1, content_size(task) // SNAPSHOT_BYTES)
 
 
+@functools.lru_cache(maxsize=1024)  # asked twice per streamed token: a CRC of the id costs ~1,200 instructions
 def snapshot_phase(task_id: str) -> int:
     """Where in each stretch of SNAPSHOT_EVERY entries a task's stored snapshot is rewritten (0 to
     SNAPSHOT_EVERY - 1, fixed per task). Tasks that start together stream in step: with one phase for all, every
