@@ -9,7 +9,7 @@ import pytest
 from parley.protocol import models as m
 from parley.tasks.entry_codec import decode_entries, encode_entries
 from parley.tasks.log import Entry
-from parley.tasks.log_packing import elide, pack_log_row, restore, unpack_log_row
+from parley.tasks.log_packing import elide, pack_log_row, restore, restore_rows, unpack_log_row
 
 
 def token(seq: int, text: str, *, artifact: str = "answer-7d1c") -> bytes:
@@ -30,6 +30,16 @@ def test_a_tail_row_written_relative_to_the_first_reads_back_the_same(seq: int, 
     stored = elide(batch, FIRST)
     assert restore(stored, FIRST) == batch
     assert decode_entries(restore(stored, FIRST)) == decode_entries(batch)
+
+
+def test_a_whole_tail_reads_back_as_written_elided_and_plain_rows_alike() -> None:
+    """A tail moved into the log is read back at once (restore_rows): every batch as it was, in order, whether its
+    row was elided against the first or stayed plain."""
+    other = encode_entries([Entry(9, m.TaskStatusUpdateEvent(task_id="t", context_id="c",
+                                                             status=m.TaskStatus(state=m.TaskState.WORKING)))])
+    batches = [token(3 + i, text) for i, text in enumerate(TEXTS)] + [other]
+    assert restore_rows([elide(b, FIRST) for b in batches], FIRST) == [FIRST, *batches]
+    assert restore_rows([], FIRST) == [FIRST]
 
 
 def test_a_tokens_row_keeps_only_what_is_new_in_it() -> None:

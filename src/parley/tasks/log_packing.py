@@ -62,4 +62,19 @@ def restore(stored: bytes, first: bytes) -> bytes:
     return b"[[" + seq + first[j:j + int(shared)] + tail
 
 
-__all__ = ["elide", "pack_log_row", "restore", "unpack_log_row"]
+def restore_rows(stored: list[bytes], first: bytes) -> list[bytes]:
+    """A tail's batches whole: `first`, then each of `stored` as :func:`restore` gives it back (a moved tail's 64
+    rows at once: `first`'s part after the seq is found once, a third less work than a call per row)."""
+    body = first[first.index(b","):]
+    out = [first]
+    for row in stored:
+        if row[:1] != b"~":
+            out.append(row)
+            continue
+        seq, rest = row[1:].split(b",", 1)
+        shared, tail = rest.split(b":", 1)
+        out.append(b"[[" + seq + body[:int(shared)] + tail)
+    return out
+
+
+__all__ = ["elide", "pack_log_row", "restore", "restore_rows", "unpack_log_row"]

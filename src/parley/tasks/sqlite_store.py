@@ -42,7 +42,7 @@ from parley.protocol import models as m
 from parley.protocol.states import TERMINAL
 from parley.tasks.entry_codec import decode_entries, encode_entries, encode_stored
 from parley.tasks.log import Entry, fold
-from parley.tasks.log_packing import elide, pack_log_row, restore, unpack_log_row
+from parley.tasks.log_packing import elide, pack_log_row, restore, restore_rows, unpack_log_row
 from parley.tasks.store import (
     TERMINAL_SQL,
     TRIM_CHANGES,
@@ -366,7 +366,7 @@ class _Tail(msgspec.Struct, frozen=True, gc=False):
             chunk = positions[i:i + _ROWS_READ]
             chunk += chunk[-1:] * (_ROWS_READ - len(chunk))  # one statement text for any count: the cache keeps it
             stored.update(db.execute(_TAIL_ROWS, chunk).fetchall())
-        return [first, *(restore(bytes(stored[pos]), first) for pos in positions)]
+        return restore_rows([stored[pos] for pos in positions], first)
 
 
 _ROWS_READ = 64  # feed rows a statement of _TAIL_ROWS reads
