@@ -54,17 +54,13 @@ def elide(batch: bytes, first: bytes) -> bytes:
 
 def restore(stored: bytes, first: bytes) -> bytes:
     """The batch :func:`elide` wrote as `stored`, given the same `first`."""
-    if stored[:1] != b"~":
-        return stored
-    seq, rest = stored[1:].split(b",", 1)
-    shared, tail = rest.split(b":", 1)
-    j = first.index(b",")
-    return b"[[" + seq + first[j:j + int(shared)] + tail
+    return restore_rows([stored], first)[1]
 
 
 def restore_rows(stored: list[bytes], first: bytes) -> list[bytes]:
-    """A tail's batches whole: `first`, then each of `stored` as :func:`restore` gives it back (a moved tail's 64
-    rows at once: `first`'s part after the seq is found once, a third less work than a call per row)."""
+    """A tail's batches whole: `first`, then each of `stored` (written by :func:`elide` against `first`, or plain)
+    as it was. A moved tail's 64 rows in one call: `first`'s part after the seq is found once, a third less work
+    than a pass per row."""
     body = first[first.index(b","):]
     out = [first]
     for row in stored:

@@ -569,8 +569,8 @@ def stores_snapshot(commit: Commit) -> bool:
     lag = last - commit.snapshot_at
     if not crossed and lag < SNAPSHOT_EVERY:  # the usual streamed token: no need to measure the snapshot
         return False
-    interval = snapshot_interval(commit.snapshot)
-    return interval == SNAPSHOT_EVERY if crossed and lag < SNAPSHOT_EVERY else lag >= interval
+    interval = snapshot_interval(commit.snapshot)  # a small snapshot at its rewrite point; a grown one by its lag
+    return interval == SNAPSHOT_EVERY or lag >= interval
 
 
 def first_event_at(commit: Commit) -> float | None:
