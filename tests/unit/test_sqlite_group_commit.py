@@ -13,7 +13,7 @@ import gc
 from pathlib import Path
 
 import pytest
-from test_store_contract import new_task, put, status
+from test_store_contract import advance, chunk, new_task, put, status
 
 from parley.backends import Backends
 from parley.protocol import models as m
@@ -21,7 +21,7 @@ from parley.serve import GC_THRESHOLDS, tune_gc
 from parley.settings import Settings
 from parley.tasks.log import Entry, fold
 from parley.tasks.sqlite_store import GROUP_COMMIT_SECONDS, SqliteTaskStore
-from parley.tasks.store import Commit
+from parley.tasks.store import Commit, SequenceConflict
 
 S = m.TaskState
 
@@ -232,3 +232,57 @@ def test_parley_serve_takes_the_interval_and_refuses_a_bad_one(tmp_path: Path) -
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 1
     assert done.stderr.strip() == "error: --group-commit-seconds: must be between 0 (off) and 1 second", done.stderr
+
+
+async def test_streamed_tokens_sharing_a_write_take_no_savepoints_and_a_refused_one_leaves_no_trace(
+        tmp_path: Path) -> None:
+    """Token commits of three streams in one group write (and a stale one from a second writer) are written without
+    a savepoint each: a token's commit is refused before it writes anything, so there is nothing to undo. A commit
+    written whole in a shared transaction still has its savepoint, and is undone alone when refused."""
+    store = SqliteTaskStore(tmp_path / "t.db")
+    try:
+        records = {}
+        for name in ("a", "b", "c"):
+            await put(store, new_task(name, state=S.WORKING))
+            await advance(store, name, chunk(0, task_id=name))
+            await advance(store, name, chunk(1, task_id=name))  # a tail now
+            records[name] = await store.get(name)
+        statements: list[str] = []
+        store._db.set_trace_callback(statements.append)
+
+        def token(name: str, i: int, *, stale: bool = False) -> Commit:
+            rec = records[name]
+            seq = rec.seq - 1 if stale else rec.seq
+            return Commit(task_id=name, expected_seq=seq, entries=[Entry(seq + 1, chunk(i, task_id=name))],
+                          snapshot=fold(rec.task, [chunk(i, task_id=name)]), updated_at=3000.0 + i)
+
+        got = await asyncio.gather(store.commit(token("a", 2)), store.commit(token("b", 2)),
+                                   store.commit(token("b", 9, stale=True)), store.commit(token("c", 2)),
+                                   return_exceptions=True)
+        assert got[:2] == [None, None] and got[3] is None
+        assert isinstance(got[2], SequenceConflict) and got[2].actual == records["b"].seq + 1
+        assert statements.count("COMMIT") == 1 and not [s for s in statements if "SAVEPOINT" in s]
+        for name in ("a", "b", "c"):
+            rec = await store.get(name)
+            assert rec is not None and rec.seq == records[name].seq + 1
+            assert rec.task == fold(records[name].task, [chunk(2, task_id=name)])
+
+        # A finishing commit (written whole) beside a token in one write: savepoints, and the refused one undone.
+        statements.clear()
+        done = status(S.COMPLETED, task_id="a")
+        rec_a = await store.get("a")
+        rec_c = await store.get("c")
+        finish_stale = Commit(task_id="a", expected_seq=rec_a.seq - 1, entries=[Entry(rec_a.seq, done)],
+                              snapshot=fold(rec_a.task, [done]), updated_at=4000.0)
+        token_c = Commit(task_id="c", expected_seq=rec_c.seq, entries=[Entry(rec_c.seq + 1, chunk(3, task_id="c"))],
+                         snapshot=fold(rec_c.task, [chunk(3, task_id="c")]), updated_at=4001.0)
+        got = await asyncio.gather(store.commit(finish_stale), store.commit(token_c), return_exceptions=True)
+        assert isinstance(got[0], SequenceConflict) and got[1] is None
+        assert statements.count("SAVEPOINT one") == 1 and statements.count("ROLLBACK TO one") == 1
+        store._db.set_trace_callback(None)
+        after_a = await store.get("a")
+        assert after_a is not None and after_a.seq == rec_a.seq and after_a.task.status.state is S.WORKING
+        assert [e.seq for e in await store.events_after("a", 0)] == list(range(1, rec_a.seq + 1))
+        assert (await store.get("c")).seq == rec_c.seq + 1  # type: ignore[union-attr]
+    finally:
+        await store.close()

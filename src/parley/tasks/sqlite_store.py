@@ -596,19 +596,9 @@ class SqliteTaskStore(TaskStore):
         try:
             db.execute("BEGIN IMMEDIATE")
             try:
-                if len(batch) == 1:  # alone, it needs no savepoint: a refusal rolls the transaction back
-                    outcomes.append(self._try_apply(batch[0]))
-                    if outcomes[0] is not None:
-                        self._undo_tails(0)
-                else:
-                    for pending in batch:
-                        db.execute("SAVEPOINT one")
-                        mark = len(self._undo)
-                        outcomes.append(self._try_apply(pending))
-                        if outcomes[-1] is not None:  # this commit alone is undone
-                            db.execute("ROLLBACK TO one")
-                            self._undo_tails(mark)
-                        db.execute("RELEASE one")
+                shared = len(batch) > 1  # alone, a refused commit needs no savepoint: the transaction rolls back
+                for pending in batch:
+                    outcomes.append(self._try_apply(pending, shared))
                 db.execute("ROLLBACK" if len(batch) == 1 and outcomes[0] is not None else "COMMIT")
             except BaseException:
                 self._undo_tails(0)
@@ -640,24 +630,46 @@ class SqliteTaskStore(TaskStore):
             else:
                 self._tails[task_id] = tail
 
-    def _try_apply(self, pending: _Pending) -> SequenceConflict | DuplicateMessage | None:
-        """Apply one commit; its refusal, if refused (the caller then undoes what it wrote)."""
+    def _try_apply(self, pending: _Pending, shared: bool) -> SequenceConflict | DuplicateMessage | None:
+        """Apply one commit; its refusal, if refused, with what it wrote undone: by a savepoint when other commits
+        `shared` the transaction, else by the caller's rollback. A streamed token's commit takes no savepoint (two
+        statements fewer): it is refused, if at all, before it writes anything (_append_tail)."""
+        mark = len(self._undo)
+        try:
+            if self._to_tail(pending):
+                return None
+        except SequenceConflict as refused:
+            return refused
+        if shared:
+            self._db.execute("SAVEPOINT one")
         try:
             self._apply(pending)
         except (SequenceConflict, DuplicateMessage) as refused:
+            if shared:
+                self._db.execute("ROLLBACK TO one")
+                self._db.execute("RELEASE one")
+            self._undo_tails(mark)
             return refused
+        if shared:
+            self._db.execute("RELEASE one")
         return None
 
+    def _to_tail(self, pending: _Pending) -> bool:
+        """Append the commit to its task's tail if it may go there (a streamed token's: _tail_only, and no webhook
+        wants its entries one by one); False: it is written whole (_apply)."""
+        c = pending.commit
+        if pending.snapshot is not None or len(pending.rows) != 1 or not _tail_only(c) or c.task_id in self._pushed:
+            return False
+        tail = self._tails.get(c.task_id) if self._tails else None
+        return (tail is None or tail.count + len(c.entries) <= ROW_ENTRIES) and self._append_tail(pending, tail)
+
     def _apply(self, pending: _Pending) -> None:
-        """The statements of one commit, inside the group transaction."""
+        """The statements of one commit written whole, inside the group transaction."""
         c = pending.commit
         t = c.snapshot
         snapshot = pending.snapshot
         db = self._db
         tail = self._tails.get(c.task_id) if self._tails else None
-        if snapshot is None and _tail_only(c) and len(pending.rows) == 1 and c.task_id not in self._pushed \
-                and (tail is None or tail.count + len(c.entries) <= ROW_ENTRIES) and self._append_tail(pending, tail):
-            return
         base_seq = c.expected_seq  # what the task row's seq must be
         if tail is not None:  # its entries go to the log before this commit's, the task row catches up below
             if c.expected_seq != tail.last_seq:
@@ -731,7 +743,8 @@ class SqliteTaskStore(TaskStore):
         """Write a commit of artifact updates only as one change-feed row that carries its entries: the only page
         a streamed token's commit then touches is the feed's last one (the task row, its ListTasks entry and the
         log's index are written when the tail moves into the log: _apply, _move_tails). The compare-and-set is
-        checked against the tail held here. False: the task cannot take a tail (it is finished); commit it whole."""
+        checked against the tail held here, before anything is written (so _try_apply gives it no savepoint).
+        False: the task cannot take a tail (it is finished); commit it whole."""
         c = pending.commit
         if tail is None:
             row = self._db.execute("SELECT agent_id, owner, state, seq, updated_at FROM tasks WHERE id=?",
