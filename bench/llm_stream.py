@@ -13,8 +13,11 @@ Servers (a fresh process for every wave, pinned to CPU 0 with taskset; the load 
   sdk     bench/sdk_llm_server.py: the official a2a-sdk (Python) server, InMemoryTaskStore
   js      bench/js/llm_server.mjs: the official @a2a-js/sdk server (express, JSON-RPC), InMemoryTaskStore
           (`cd bench/js && npm install` first)
+  floor   bench/floor_server.py: a bare ASGI app under uvicorn (uvloop, httptools) sending the same SSE events
+          with no A2A logic, task or store: what any Python server spends per token (not in the default list;
+          `--servers sqlite,memory,js,floor`)
 
-All four run the same agent (bench/llm_agents.py): the request text "N INTERVAL_MS" asks for N tokens, one
+All four run the same agent (bench/llm_agents.py, its request and tokens from bench/llm_tokens.py): the request text "N INTERVAL_MS" asks for N tokens, one
 every INTERVAL_MS on a fixed schedule, each an artifact update whose text " t<i>:<ns>" carries its index and
 the wall clock (time.time_ns) at the moment the agent emitted it. The client is A2A 1.0 JSON-RPC
 SendStreamingMessage over SSE (aiohttp on uvloop); all four servers speak it.
@@ -25,7 +28,8 @@ after an unrecorded warm-up of 4 short streams (so no wave inherits a heap or a 
 spread evenly over one token interval (as independent users' requests are; --stagger-ms), each read to its
 end. Per wave, over the window from the first send to the last stream's end:
 
-  CPU per token     server process user+sys CPU (/proc/PID/stat, every thread) / tokens delivered
+  CPU per token     server process user+sys CPU (/proc/PID/stat, every thread) / tokens delivered, and each of
+                    the two alone (system: the kernel's work for the process: sockets, file writes, syncs)
   delivery delay    client receive time - the token's emit time, over every token (p50, p99, max)
   TTFE              send -> first complete SSE event
   disk per token    /proc/PID/io write_bytes delta of the server process / tokens delivered (0 in memory)
@@ -66,12 +70,14 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from compare import OUT, ServerProc, cpu_pressure, fmt, free_port
-from loadgen import percentile, process_cpu, sse_events
+from loadgen import percentile, process_cpu_split, sse_events
 from resources import raise_fd_limit
 from targets import GEN_CPU, SERVER_CPU, machine
 
-SERVERS = ("sqlite", "memory", "sdk", "js")
-LABEL = {"sqlite": "Parley SQLite", "memory": "Parley memory", "sdk": "a2a-sdk (Python)", "js": "@a2a-js/sdk"}
+DEFAULT_SERVERS = ("sqlite", "memory", "sdk", "js")
+SERVERS = (*DEFAULT_SERVERS, "floor")
+LABEL = {"sqlite": "Parley SQLite", "memory": "Parley memory", "sdk": "a2a-sdk (Python)", "js": "@a2a-js/sdk",
+         "floor": "floor (bare ASGI)"}
 PRESETS = {  # streams, tokens per stream, ms between tokens
     "default": (100, 200, 50),
     "wide": (1000, 200, 200),
@@ -79,7 +85,7 @@ PRESETS = {  # streams, tokens per stream, ms between tokens
 }
 GEN_BUSY = 0.9
 JS_DIR = HERE / "js"
-TOKEN = re.compile(rb" t(\d+):(\d{19})")  # the stamp of bench/llm_agents.token_text
+TOKEN = re.compile(rb" t(\d+):(\d{19})")  # the stamp of bench/llm_tokens.token_text
 V1 = {"Content-Type": "application/json", "A2A-Version": "1.0"}
 
 
@@ -209,6 +215,7 @@ def server_cmd(name: str, port: int, tmp: Path, parley_args: list[str] | None = 
         "memory": ([*app, "--memory"], path),
         "sdk": ([sys.executable, str(HERE / "sdk_llm_server.py"), "--port", str(port)], {}),
         "js": (["node", str(JS_DIR / "llm_server.mjs"), "--port", str(port)], {}),
+        "floor": ([sys.executable, str(HERE / "floor_server.py"), "--port", str(port)], {}),
     }[name]
     return ["taskset", "-c", str(SERVER_CPU), *cmd], env
 
@@ -260,7 +267,7 @@ def wave(server: ServerProc, streams: int, tokens: int, interval_ms: int, args: 
     pid = server.pid
     idle_rss = rss_kib(pid)
     time.sleep(max(0.0, start_at - time.time()))
-    cpu0, io0, t0 = process_cpu(pid), write_bytes(pid), time.time()
+    cpu0, io0, t0 = process_cpu_split(pid), write_bytes(pid), time.time()
     peak, samples, outs = idle_rss or 0, [], []
     deadline = t0 + tokens * interval_ms / 1000 + streams * stagger + args.timeout + 60
     while any(g.poll() is None for g in gens) and time.time() < deadline:
@@ -269,7 +276,7 @@ def wave(server: ServerProc, streams: int, tokens: int, interval_ms: int, args: 
             peak = max(peak, r)
             samples.append((round(time.time() - t0, 2), r))
         time.sleep(0.2)  # RSS sampling while the generators run
-    cpu1, io1, t1 = process_cpu(pid), write_bytes(pid), time.time()
+    cpu1, io1, t1 = process_cpu_split(pid), write_bytes(pid), time.time()
     for g, (out_path, err_path) in zip(gens, files, strict=True):
         try:
             g.wait(timeout=30)
@@ -301,7 +308,9 @@ def wave(server: ServerProc, streams: int, tokens: int, interval_ms: int, args: 
         errors["generator process failed"] = failed_gens
     window = t1 - t0
     gen_cpu = sum(o["cpu_s"] for o in good)
-    cpu = (cpu1 - cpu0) if cpu0 is not None and cpu1 is not None else None
+    user, system = ((cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]) if cpu0 is not None and cpu1 is not None
+                    else (None, None))
+    cpu = user + system if user is not None and system is not None else None
     wrote = (io1 - io0) if io0 is not None and io1 is not None else None
     return {
         "streams": streams, "tokens_per_stream": tokens, "interval_ms": interval_ms, "gen_procs": procs,
@@ -313,6 +322,8 @@ def wave(server: ServerProc, streams: int, tokens: int, interval_ms: int, args: 
         "server_cpu_s": round(cpu, 3) if cpu is not None else None,
         "server_cores": round(cpu / window, 3) if cpu is not None else None,
         "cpu_us_per_token": round(cpu / delivered * 1e6, 1) if cpu is not None and delivered else None,
+        "cpu_user_us_per_token": round(user / delivered * 1e6, 1) if user is not None and delivered else None,
+        "cpu_sys_us_per_token": round(system / delivered * 1e6, 1) if system is not None and delivered else None,
         "delay_ms": {"p50": percentile(delays, 50), "p99": percentile(delays, 99),
                      "max": delays[-1] if delays else None},
         "steady_delay_ms": {"p99": percentile(steady, 99), "max": steady[-1] if steady else None,
@@ -336,6 +347,8 @@ def wave(server: ServerProc, streams: int, tokens: int, interval_ms: int, args: 
 # (key, column title, path in a wave's result, digits); every column: lower is better
 COLUMNS = [
     ("cpu", "CPU µs/token", "cpu_us_per_token", 1),
+    ("cpu_user", "of which user", "cpu_user_us_per_token", 1),
+    ("cpu_sys", "of which system", "cpu_sys_us_per_token", 1),
     ("d50", "delay p50 ms", "delay_ms.p50", 1),
     ("d99", "delay p99 ms", "delay_ms.p99", 1),
     ("dmax", "delay max ms", "delay_ms.max", 1),
@@ -441,7 +454,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--timeout", type=float, default=120.0,
                     help="seconds a stream may take beyond its length before it counts as failed (timeout)")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--servers", default=",".join(SERVERS), help=f"comma-separated, of {','.join(SERVERS)}")
+    ap.add_argument("--servers", default=",".join(DEFAULT_SERVERS),
+                    help=f"comma-separated, of {','.join(SERVERS)} (default: {','.join(DEFAULT_SERVERS)})")
     ap.add_argument("--gen-procs", type=int, default=0, help="load generator processes (0: one per 500 streams)")
     ap.add_argument("--parley-args", default="", help="extra `parley serve` arguments for sqlite and memory, "
                     "e.g. '--group-commit-seconds 0'")

@@ -614,12 +614,19 @@ class LoadGen:
 
 def process_cpu(pid: int | None) -> float | None:
     """CPU seconds (user + system) used so far by process `pid` (Linux /proc), or None."""
+    split = process_cpu_split(pid)
+    return None if split is None else split[0] + split[1]
+
+
+def process_cpu_split(pid: int | None) -> tuple[float, float] | None:
+    """(user, system) CPU seconds used so far by process `pid`, every thread (Linux /proc/PID/stat), or None."""
     if not pid:
         return None
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        tick = os.sysconf("SC_CLK_TCK")
+        return int(fields[11]) / tick, int(fields[12]) / tick
     except (OSError, ValueError, IndexError):
         return None
 

@@ -2,7 +2,7 @@
 
 Text "N INTERVAL_MS" (defaults 200, 50): N tokens, one every INTERVAL_MS on a fixed schedule (the first at
 once), each an artifact update (`TaskUpdater.add_artifact`, append after the first, lastChunk on the last)
-of one artifact named "response" whose text is `llm_agents.token_text(i)`; then the task completes. The
+of one artifact named "response" whose text is `llm_tokens.token_text(i)`; then the task completes. The
 event sequence: task (submitted) -> status working -> artifact update x N -> status completed. The rest of
 the server (routes, DefaultRequestHandler, InMemoryTaskStore, uvicorn settings) is bench/sdk_echo_server.py's.
 
@@ -19,7 +19,7 @@ import uuid
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.types.a2a_pb2 import Part
-from llm_agents import parse, token_text
+from llm_tokens import parse, token_text
 from sdk_echo_server import EchoExecutor, create_app, working
 
 
