@@ -1022,7 +1022,7 @@ async def test_an_older_sqlite_schema_is_migrated(tmp_path: Path) -> None:
     finally:
         await store.close()
     version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
-    assert version == SCHEMA_VERSION == 9
+    assert version == SCHEMA_VERSION == 10
 
 
 async def test_schema_4_gets_the_ascending_owner_index_and_lists_as_before(tmp_path: Path) -> None:
@@ -1132,7 +1132,7 @@ async def test_schema_7_gets_lagging_snapshots_and_reads_as_before(tmp_path: Pat
     finally:
         await store.close()
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
     db.close()
 
 
@@ -1436,13 +1436,27 @@ async def test_a_streamed_tokens_commit_touches_only_the_change_feed(tmp_path: P
         await store.close()
 
 
-async def test_a_tail_left_by_a_crash_reads_the_same_after_restart(tmp_path: Path) -> None:
+def schema_9_elide(batch: bytes, first: bytes) -> bytes:
+    """A tail row as schema 9 wrote it: `~seq,shared:rest` (what it shares with the first after the seq)."""
+    i, j = batch.index(b","), first.index(b",")
+    shared = len(os.path.commonprefix([batch[i:], first[j:]]))
+    return batch if shared < 16 else b"~" + batch[2:i] + b"," + str(shared).encode() + b":" + batch[i + shared:]
+
+
+@pytest.mark.parametrize("schema", [SCHEMA_VERSION, 9])
+async def test_a_tail_left_by_a_crash_reads_the_same_after_restart(tmp_path: Path, schema: int,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """A process killed mid-stream leaves acknowledged artifact updates only as change-feed rows: the next open
     finds them, moves them into the log, and the task, its log from any point and the feed read as they did
     (A2A 1.0 section 3.1.3 GetTask, 3.1.6 resubscribe). The "crash" is the database and WAL files copied while
-    the first store is open, as a SIGKILL would leave them."""
+    the first store is open, as a SIGKILL would leave them. A tail schema 9 left (its rows in that schema's form)
+    reads the same under this one."""
     import shutil
 
+    from parley.tasks import sqlite_store
+
+    if schema == 9:
+        monkeypatch.setattr(sqlite_store, "elide", schema_9_elide)
     path = tmp_path / "t.db"
     store = SqliteTaskStore(path, wal_checkpoint_seconds=3600.0)
     try:
@@ -1460,8 +1474,15 @@ async def test_a_tail_left_by_a_crash_reads_the_same_after_restart(tmp_path: Pat
         crashed.mkdir()
         shutil.copy(path, crashed / "t.db")
         shutil.copy(str(path) + "-wal", crashed / "t.db-wal")
+        forms = {bytes(r)[:1] for (r,) in store._db.execute("SELECT entries FROM changes WHERE entries IS NOT NULL")}
     finally:
         await store.close()
+    assert forms == {b"[", b"~" if schema == 9 else b"="}  # each tail's first row whole, the others relative to it
+    if schema == 9:
+        db = sqlite3.connect(crashed / "t.db")
+        db.execute("PRAGMA user_version=9")
+        db.close()
+        monkeypatch.undo()
     again = SqliteTaskStore(crashed / "t.db")
     try:
         assert not again._tails  # moved into the log at open
@@ -1472,6 +1493,7 @@ async def test_a_tail_left_by_a_crash_reads_the_same_after_restart(tmp_path: Pat
         await advance(again, "t1", chunk(SNAPSHOT_EVERY + 9))  # and the stream goes on after it
         rec = await again.get("t1")
         assert rec is not None and rec.seq == live[0].seq + 1  # type: ignore[union-attr]
+        assert again._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     finally:
         await again.close()
 
@@ -1554,6 +1576,6 @@ async def test_schema_8_opens_reads_the_same_and_streams_into_a_tail(tmp_path: P
     finally:
         await store.close()
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
     assert db.execute("SELECT count(*) FROM sqlite_master WHERE name='task_changed'").fetchone()[0] == 0
     db.close()
