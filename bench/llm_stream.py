@@ -536,7 +536,8 @@ def main() -> None:
                     f.unlink()
             r.update(server=name, round=rnd)
             runs.append(r)
-            print(f"  [{rnd}] {LABEL[name]:17s} cpu {fmt(r['cpu_us_per_token'])} µs/token, delay p50/p99/max "
+            print(f"  [{rnd}] {LABEL[name]:17s} cpu {fmt(r['cpu_us_per_token'])} µs/token (user "
+                  f"{fmt(r['cpu_user_us_per_token'])}, sys {fmt(r['cpu_sys_us_per_token'])}), delay p50/p99/max "
                   f"{fmt(r['delay_ms']['p50'])}/{fmt(r['delay_ms']['p99'])}/{fmt(r['delay_ms']['max'])} ms "
                   f"(all open: p99 {fmt(r['steady_delay_ms']['p99'])} ms), "
                   f"ttfe p50 {fmt(r['ttfe_ms']['p50'])} ms, disk {fmt(r['disk_bytes_per_token'], 0)} B/token, "
