@@ -2,7 +2,8 @@
 
 Uses the standard library's sqlite3 in WAL mode with `synchronous=NORMAL`. Commits
 are group-written: every commit queued in one event-loop turn goes into one
-transaction (each in a savepoint, so a refused one is undone alone), run directly on
+transaction (each in a savepoint, so a refused one is undone alone; a streamed token's is refused before it
+writes, and needs none), run directly on
 the event loop because a local WAL write costs tens of microseconds, less than a
 thread hop; concurrent tasks then share the pages they touch (index leaves, the change
 feed) instead of writing them once each. A busy store writes at most once per
@@ -515,7 +516,7 @@ class SqliteTaskStore(TaskStore):
 
     async def commit(self, commit: Commit) -> None:
         """Queue the commit for the next group write (one transaction for every commit queued until it runs, each
-        in a savepoint of its own when there are several) and wait until it is written or refused. The group
+        in a savepoint of its own when there are several, but a streamed token's: _try_apply) and wait until it is written or refused. The group
         write runs at the next loop turn, or `group_commit_seconds` after the previous one began if that is
         later (:meth:`_schedule_write`)."""
         check_commit(commit)
