@@ -17,10 +17,10 @@ Servers (a fresh process for every wave, pinned to CPU 0 with taskset; the load 
           with no A2A logic, task or store: what any Python server spends per token (not in the default list;
           `--servers sqlite,memory,js,floor`)
 
-All four run the same agent (bench/llm_agents.py, its request and tokens from bench/llm_tokens.py): the request text "N INTERVAL_MS" asks for N tokens, one
-every INTERVAL_MS on a fixed schedule, each an artifact update whose text " t<i>:<ns>" carries its index and
-the wall clock (time.time_ns) at the moment the agent emitted it. The client is A2A 1.0 JSON-RPC
-SendStreamingMessage over SSE (aiohttp on uvloop); all four servers speak it.
+Every server runs the same agent (bench/llm_agents.py; its request and tokens: bench/llm_tokens.py): the request
+text "N INTERVAL_MS" asks for N tokens, one every INTERVAL_MS on a fixed schedule, each an artifact update whose
+text " t<i>:<ns>" carries its index and the wall clock (time.time_ns) at the moment the agent emitted it. The
+client is A2A 1.0 JSON-RPC SendStreamingMessage over SSE (aiohttp on uvloop); every server speaks it.
 
 A round runs one wave per server (the order rotates from round to round), each on a freshly started server
 after an unrecorded warm-up of 4 short streams (so no wave inherits a heap or a store another one grew):
