@@ -86,7 +86,8 @@ async def stream(request: dict[str, Any], send: Send) -> None:
         nonlocal event_id
         event_id += 1
         data = msgspec.json.encode({"jsonrpc": "2.0", "id": rid, "result": result})
-        await send({"type": "http.response.body", "body": b"id: %d\ndata: %s\n\n" % (event_id, data), "more_body": more})
+        frame = b"id: %d\ndata: %s\n\n" % (event_id, data)
+        await send({"type": "http.response.body", "body": frame, "more_body": more})
 
     def status(state: str) -> dict[str, Any]:
         return {"statusUpdate": {"taskId": task_id, "contextId": context_id,

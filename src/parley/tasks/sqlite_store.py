@@ -516,9 +516,9 @@ class SqliteTaskStore(TaskStore):
 
     async def commit(self, commit: Commit) -> None:
         """Queue the commit for the next group write (one transaction for every commit queued until it runs, each
-        in a savepoint of its own when there are several, but a streamed token's: _try_apply) and wait until it is written or refused. The group
-        write runs at the next loop turn, or `group_commit_seconds` after the previous one began if that is
-        later (:meth:`_schedule_write`)."""
+        in a savepoint of its own when there are several, but a streamed token's: _try_apply) and wait until it is
+        written or refused. The group write runs at the next loop turn, or `group_commit_seconds` after the
+        previous one began if that is later (:meth:`_schedule_write`)."""
         check_commit(commit)
         self._loop = loop = asyncio.get_running_loop()
         snapshot = _enc.encode(commit.snapshot) if stores_snapshot(commit) else None  # now: the caller goes on
