@@ -1348,6 +1348,77 @@ async def test_list_across_agents_and_principals(store: TaskStore) -> None:
         assert seen == expected, (agent, owner, size)
 
 
+async def test_list_orders_streaming_tasks_by_their_last_token_and_leaves_them_streaming(store: TaskStore) -> None:
+    """ListTasks gives the newest update first (A2A 1.0 section 3.1.4): a task streaming an answer was last updated
+    by its last token, though SQLite keeps a stream's tokens out of its task row for a while (its tail). Every page
+    size, the byte bound, the filters and the agent-and-owner-wide view (the dashboard's) agree on that order, each
+    task reads whole, and listing moves no tail (moving them all first held the event loop ~100-170 ms per call with
+    1,000 streams open: bench/RESULTS.md)."""
+    from parley.tasks.store import TaskQuery
+
+    last: dict[str, float] = {}  # each task's last update
+    seqs: dict[str, int] = {}
+    texts: dict[str, str] = {}
+    made = [(f"t{i}", "echo" if i != 8 else "interviewer", "c2" if i % 3 == 0 else "c1") for i in range(10)]
+    for n, (task_id, agent, context) in enumerate(made):
+        await put(store, new_task(task_id, context_id=context), agent=agent, updated=1000.0 + n)
+        await advance(store, task_id, status(S.WORKING, task_id=task_id), at=1100.0 + n)
+        last[task_id], seqs[task_id] = 1100.0 + n, 2
+    streaming = ["t1", "t4", "t7", "t8"]
+    at = 1200.0
+    for i in range(5):  # the streams' tokens, and other tasks finishing between them
+        for task_id in streaming:
+            at += 1.0
+            await advance(store, task_id, chunk(i, task_id=task_id), at=at)
+            last[task_id], seqs[task_id] = at, seqs[task_id] + 1
+            texts[task_id] = texts.get(task_id, "") + f"w{i} "
+        done = f"t{(2, 3, 5, 6, 9)[i]}"
+        at += 1.0
+        await advance(store, done, status(S.COMPLETED, task_id=done), at=at)
+        last[done], seqs[done] = at, 3
+    at += 1.0
+    await advance(store, "t4", chunk(5, task_id="t4"), at=at)  # t4 streams on: newest of all
+    last["t4"], seqs["t4"] = at, seqs["t4"] + 1
+    texts["t4"] += "w5 "
+    tails = set(getattr(store, "_tails", {}))
+    if isinstance(store, SqliteTaskStore):
+        assert {"t1", "t4", "t7", "t8"} & tails, "the test must leave tails"
+
+    def expected(agent: str | None = "echo", context: str | None = None, state: m.TaskState | None = None) -> list[str]:
+        keep = [t for t, a, c in made if agent in (None, a) and context in (None, c)
+                and state in (None, S.WORKING if t in streaming or t in ("t0",) else S.COMPLETED)]
+        return sorted(keep, key=lambda t: (last[t], t), reverse=True)
+
+    async def pages(size: int, **query: object) -> list[str]:
+        seen: list[str] = []
+        cursor = None
+        for _ in range(len(made) + 1):
+            page = await store.list(TaskQuery(**{"agent_id": "echo", "owner": "alice", **query},  # type: ignore[arg-type]
+                                              page_size=size, cursor=cursor))
+            for r in page.records:
+                assert (r.seq, r.updated_at) == (seqs[r.task.id], last[r.task.id]), r.task.id
+                if r.task.id in texts:
+                    assert r.task.artifacts and r.task.artifacts[0].parts[0].text == texts[r.task.id]
+            seen += [r.task.id for r in page.records]
+            cursor = page.next_cursor
+            if cursor is None:
+                return seen
+        raise AssertionError("the pages did not end")
+
+    # the streams' tokens and the other tasks' ends interleave: in the rows' order the streams would come last
+    assert expected()[:5] == ["t4", "t9", "t7", "t1", "t6"]
+    for size in (1, 2, 3, 20):
+        assert await pages(size) == expected(), size
+        assert await pages(size, max_bytes=1) == expected(), size  # one task a page: at_least_one
+    assert await pages(3, max_bytes=10**6) == expected()
+    assert await pages(2, context_id="c2") == expected(context="c2")
+    assert await pages(2, state=S.WORKING) == expected(state=S.WORKING) == ["t4", "t7", "t1", "t0"]
+    assert await pages(3, agent_id=None, owner=None) == expected(agent=None)
+    assert await pages(2, agent_id="interviewer") == ["t8"]
+    assert [r.task.id for r in (await store.list(query())).records] == expected()  # ListTasks' default page
+    assert set(getattr(store, "_tails", {})) == tails  # listing moved no tail
+
+
 async def test_list_newest_created_first_pages_by_id_and_counts_on_demand(store: TaskStore) -> None:
     """The dashboard's order: newest task first by its id (Parley's ids are UUIDv7, so the order of creation),
     whatever each task's last update; pages follow each other by id; `count=False` skips the total (-1)."""
@@ -1494,6 +1565,44 @@ async def test_a_tail_left_by_a_crash_reads_the_same_after_restart(tmp_path: Pat
         rec = await again.get("t1")
         assert rec is not None and rec.seq == live[0].seq + 1  # type: ignore[union-attr]
         assert again._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    finally:
+        await again.close()
+
+
+async def test_retention_trims_the_feed_before_a_live_tail_and_leaves_the_tail(tmp_path: Path) -> None:
+    """A prune pass (every minute by default) leaves a streaming task's tail where it is (moving every tail first held
+    the event loop ~100-170 ms with 1,000 streams open: bench/RESULTS.md) and trims the change feed only before the
+    tail's first row, whose rows hold its entries: the task and its log read the same (A2A 1.0 section 3.1.3
+    GetTask, 3.1.6 resubscribe), its stream goes on, and a crash after the prune still finds the tail."""
+    import shutil
+
+    path = tmp_path / "t.db"
+    store = SqliteTaskStore(path, wal_checkpoint_seconds=3600.0)
+    try:
+        await finished_task(store, "old", 1000.0)
+        await put(store, new_task("s", state=S.WORKING), updated=1001.0)
+        for i in range(6):
+            await advance(store, "s", chunk(i, task_id="s"), at=1002.0 + i)
+        tail = store._tails["s"]
+        live, log = await store.get("s"), await store.events_after("s", 0)
+        feed = await store.changes_after(0)
+        assert await store.prune(Retention(keep_finished=0), now=1e9) == 1  # "old" goes; every row is old
+        assert store._tails["s"] is tail  # not moved
+        assert await store.changes_after(0) == [c for c in feed if c.position >= tail.start]
+        assert [c.task_id for c in feed if c.position < tail.start].count("old") == 3  # its rows were trimmed
+        assert await store.get("s") == live and await store.events_after("s", 0) == log
+        crashed = tmp_path / "crashed"
+        crashed.mkdir()
+        shutil.copy(path, crashed / "t.db")
+        shutil.copy(str(path) + "-wal", crashed / "t.db-wal")
+        await advance(store, "s", chunk(6, task_id="s"), at=1010.0)
+        assert (await store.get("s")).seq == live.seq + 1  # type: ignore[union-attr]
+    finally:
+        await store.close()
+    again = SqliteTaskStore(crashed / "t.db")
+    try:
+        assert not again._tails  # moved into the log at open
+        assert await again.get("s") == live and await again.events_after("s", 0) == log
     finally:
         await again.close()
 

@@ -219,6 +219,10 @@ TRIGGERS = [
 _CHANGED = ("INSERT INTO changes (task_id, agent_id, owner, seq, state, at) "
             "SELECT id, agent_id, owner, seq, state, updated_at FROM tasks WHERE id=?")
 _FEED_END = "(SELECT coalesce(max(pos), 0) FROM changes)"  # what `tasks.tail_after` is set to
+# Retention's trim of the feed (store.TRIM_CHANGES), and never at or past the position given second (the first
+# row of the oldest tail: SqliteTaskStore.prune).
+_TRIM_BEFORE_TAILS = TRIM_CHANGES + " AND pos < ?"
+_NO_POSITION = 2**62  # no tail: the trim has no second bound
 _TERMINAL_VALUES = frozenset(s.value for s in TERMINAL)
 
 # A notification for each webhook of the task (enabled, and asking for artifacts if the entry is one) for one
@@ -333,6 +337,15 @@ def _push_row(p: StoredPushConfig) -> tuple:
     return (c.task_id, c.id, _enc.encode(c), p.version, int(p.artifacts), p.created_at, p.disabled_at)
 
 
+def _page(records: list[TaskRecord], more: bool, created: bool, total: int) -> TaskPage:
+    """A ListTasks page; its cursor continues after its last task when `more` follow."""
+    nxt = None
+    if more and records:
+        last = records[-1]
+        nxt = (0.0, last.task.id) if created else (last.updated_at, last.task.id)
+    return TaskPage(records=records, next_cursor=nxt, total=total)
+
+
 class _Tail(msgspec.Struct, frozen=True, gc=False):
     """A task's commits of artifact updates only that are change-feed rows and not in its log yet (replaced, never
     changed in place, so that undoing a refused commit puts the previous one back). A struct: one is made per
@@ -348,14 +361,15 @@ class _Tail(msgspec.Struct, frozen=True, gc=False):
     rows: array  # the feed rows (`changes.pos`) of the later commits, in order: their bytes are read back when
     # the tail is read or moved, not held here (8 bytes a token instead of ~120: issue 25, memory per open stream)
     count: int  # entries in all
+    start: int = 0  # the feed row of the first commit (0: none yet): retention trims the feed only before it
 
     def then(self, pos: int, last_seq: int, updated_at: float, batch: bytes, entries: int) -> _Tail:
         """This tail and one more commit: `batch` (its entries whole) in feed row `pos`."""
         if self.first is None:
             return _Tail(self.agent_id, self.owner, self.state, self.base_seq, last_seq, updated_at, batch,
-                         self.rows, self.count + entries)
+                         self.rows, self.count + entries, pos)
         return _Tail(self.agent_id, self.owner, self.state, self.base_seq, last_seq, updated_at, self.first,
-                     self.rows + array("q", (pos,)), self.count + entries)
+                     self.rows + array("q", (pos,)), self.count + entries, self.start)
 
     def whole(self, db: sqlite3.Connection) -> list[bytes]:
         """Each commit's entries whole (encode_entries), in order: the first held, the others read from their
@@ -780,8 +794,7 @@ class SqliteTaskStore(TaskStore):
                        (tail.last_seq, tail.updated_at, tail.base_seq, task_id, tail.base_seq))
 
     async def _flush_tails(self) -> None:
-        """Move every tail into its task's log now (before ListTasks orders tasks by their task rows, before
-        retention trims the feed and prunes, at close)."""
+        """Move every tail into its task's log now (before lease recovery reads the task rows, at close)."""
         if not self._tails:
             return
         async with self._writing():
@@ -839,7 +852,6 @@ class SqliteTaskStore(TaskStore):
         return out
 
     async def list(self, query: TaskQuery) -> TaskPage:
-        await self._flush_tails()  # ListTasks orders by last update (A2A spec 3.1.4): the task rows must say it
         where = ["1=1"]
         args: list = []
         for column, value in (("agent_id", query.agent_id), ("owner", query.owner)):
@@ -857,8 +869,10 @@ class SqliteTaskStore(TaskStore):
             args.append(query.status_after)
         cond = " AND ".join(where)
         total = self._db.execute(f"SELECT COUNT(*) FROM tasks WHERE {cond}", args).fetchone()[0] if query.count else -1
-        page_args = list(args)
         created = query.order == "created"
+        if self._tails and not created:  # some rows' updated_at is older than their task's: see _ids_by_update
+            return self._page_of_ids(self._ids_by_update(cond, args, query), query, created, total)
+        page_args = list(args)
         if query.cursor is not None and created:
             cond += " AND id < ?"
             page_args.append(query.cursor[1])
@@ -866,27 +880,61 @@ class SqliteTaskStore(TaskStore):
             cond += " AND (updated_at < ? OR (updated_at = ? AND id < ?))"
             page_args += [query.cursor[0], query.cursor[0], query.cursor[1]]
         order = "id DESC" if created else "updated_at DESC, id DESC"
-        if query.max_bytes is not None:  # sizes first (length() reads no snapshot), then only the rows that fit
-            sized = self._db.execute(f"SELECT id, length(snapshot) FROM tasks WHERE {cond} ORDER BY {order} LIMIT ?",
-                                     [*page_args, query.page_size + 1]).fetchall()
-            taken = [task_id for task_id, _ in sized[: within_bytes([size for _, size in sized], query)]]
-            found = {r[-1]: r[:-1] for i in range(0, len(taken), _BATCH) for r in self._db.execute(
-                f"SELECT {_RECORD}, id FROM tasks WHERE id IN ({','.join('?' * len(taken[i:i + _BATCH]))})",
-                taken[i:i + _BATCH]).fetchall()}
-            records = [self._record(found[task_id]) for task_id in taken if task_id in found]
-            more = len(sized) > len(taken)
+        if query.max_bytes is not None:
+            ids = self._db.execute(f"SELECT id FROM tasks WHERE {cond} ORDER BY {order} LIMIT ?",
+                                   [*page_args, query.page_size + 1]).fetchall()
+            return self._page_of_ids([r[0] for r in ids], query, created, total)
+        rows = self._db.execute(
+            f"SELECT {_RECORD} FROM tasks WHERE {cond} ORDER BY {order} LIMIT ?",
+            [*page_args, query.page_size + 1],
+        ).fetchall()
+        records = [self._record(r) for r in rows[: query.page_size]]
+        return _page(records, len(rows) > query.page_size, created, total)
+
+    def _ids_by_update(self, cond: str, args: list, query: TaskQuery) -> list[str]:
+        """The ids of a page's candidates (page_size + 1 at most), newest update first, while tasks have tails: a
+        tail's task was last updated when its tail was (its row says when the tail began). ListTasks orders by
+        last update (A2A spec 3.1.4); the tails stay where they are (moving them all first held the event loop
+        ~100-170 ms with 1,000 streams open, each call: bench/RESULTS.md). Its rows' candidates: the page's
+        count plus as many as there are tails, by their rows' order, since the tails' tasks among them are
+        left out; then the tails' tasks the query matches, by their tails' updates."""
+        tails = self._tails
+        want = query.page_size + 1
+        page_cond, page_args = cond, list(args)
+        if query.cursor is not None:
+            page_cond += " AND (updated_at < ? OR (updated_at = ? AND id < ?))"
+            page_args += [query.cursor[0], query.cursor[0], query.cursor[1]]
+        rows = self._db.execute(f"SELECT updated_at, id FROM tasks WHERE {page_cond} "
+                                "ORDER BY updated_at DESC, id DESC LIMIT ?", [*page_args, want + len(tails)])
+        keys = [(updated_at, task_id) for updated_at, task_id in rows if task_id not in tails]
+        tailed = list(tails)
+        for i in range(0, len(tailed), _BATCH):
+            batch = tailed[i:i + _BATCH]
+            for (task_id,) in self._db.execute(
+                    f"SELECT id FROM tasks WHERE {cond} AND id IN ({','.join('?' * len(batch))})", [*args, *batch]):
+                key = (tails[task_id].updated_at, task_id)
+                if query.cursor is None or key < query.cursor:
+                    keys.append(key)
+        keys.sort(reverse=True)
+        return [task_id for _, task_id in keys[:want]]
+
+    def _page_of_ids(self, ids: list[str], query: TaskQuery, created: bool, total: int) -> TaskPage:
+        """The page of candidates `ids` (in page order, page_size + 1 at most): as many as the page takes (under
+        `max_bytes` by their stored sizes: length() reads no snapshot), read whole."""
+        if query.max_bytes is not None:
+            sizes = dict(self._by_ids("id, length(snapshot)", ids))
+            taken = ids[: within_bytes([sizes.get(task_id, 0) for task_id in ids], query)]
         else:
-            rows = self._db.execute(
-                f"SELECT {_RECORD} FROM tasks WHERE {cond} ORDER BY {order} LIMIT ?",
-                [*page_args, query.page_size + 1],
-            ).fetchall()
-            records = [self._record(r) for r in rows[: query.page_size]]
-            more = len(rows) > query.page_size
-        nxt = None
-        if more and records:
-            last = records[-1]
-            nxt = (0.0, last.task.id) if created else (last.updated_at, last.task.id)
-        return TaskPage(records=records, next_cursor=nxt, total=total)
+            taken = ids[: query.page_size]
+        found = {r[-1]: r[:-1] for r in self._by_ids(f"{_RECORD}, id", taken)}
+        records = [self._record(found[task_id]) for task_id in taken if task_id in found]
+        return _page(records, len(ids) > len(taken), created, total)
+
+    def _by_ids(self, columns: str, ids: list[str]) -> list[tuple]:
+        """`columns` of the tasks `ids`, in no particular order."""
+        return [r for i in range(0, len(ids), _BATCH) for r in self._db.execute(
+            f"SELECT {columns} FROM tasks WHERE id IN ({','.join('?' * len(ids[i:i + _BATCH]))})",
+            ids[i:i + _BATCH]).fetchall()]
 
     async def find_message(self, key: MessageKey) -> str | None:
         return self._message(key)
@@ -963,8 +1011,9 @@ class SqliteTaskStore(TaskStore):
     # --- retention -------------------------------------------------------------------------------
 
     async def prune(self, retention: Retention, *, now: float, limit: int = 200) -> int:
-        await self._flush_tails()  # the feed rows of a tail are its entries: trimmed only once they are in the log
-        # Synchronous from the first read to the commit: no other coroutine writes in between.
+        # Synchronous from the first read to the commit: no other coroutine writes in between. A finished task has
+        # no tail (its last commit moved it), and the feed is trimmed only before the first tail's first row: a
+        # tail's rows hold its entries (moving every tail first held the loop ~100-170 ms at 1,000 streams).
         async with self._writing() as db:
             ids = self._prunable(retention, limit)
             db.execute("BEGIN")
@@ -977,7 +1026,8 @@ class SqliteTaskStore(TaskStore):
                                       ("task_links", "parent_task_id"), ("push_outbox", "task_id"),
                                       ("push_configs", "task_id"), ("tasks", "id")):
                     db.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", batch)
-            db.execute(TRIM_CHANGES, (retention.changes_cutoff(now),))
+            db.execute(_TRIM_BEFORE_TAILS, (retention.changes_cutoff(now),
+                                            min((t.start for t in self._tails.values()), default=_NO_POSITION)))
         return len(ids)
 
     def _prunable(self, retention: Retention, limit: int) -> list[str]:
