@@ -4,6 +4,7 @@
     python bench/llm_stream.py                  # 100 streams x 200 tokens, one every 50 ms (20/s); 3 rounds
     python bench/llm_stream.py --preset wide    # 1,000 streams x 200 tokens, one every 200 ms (5/s); 3 rounds
     python bench/llm_stream.py --quick          # smoke test: 10 streams x 20 tokens, 1 round (about 30 s)
+    python bench/llm_stream.py --preset wide --servers sqlite --list-every 5   # and a ListTasks every 5 s
     python bench/llm_stream.py --servers memory,js --streams 50 --tokens 100 --interval-ms 20
 
 Servers (a fresh process for every wave, pinned to CPU 0 with taskset; the load generator runs on CPU 1):
@@ -34,6 +35,8 @@ end. Per wave, over the window from the first send to the last stream's end:
   TTFE              send -> first complete SSE event
   disk per token    /proc/PID/io write_bytes delta of the server process / tokens delivered (0 in memory)
   RSS per stream    (largest VmRSS sampled every 0.2 s during the wave - VmRSS just before it) / streams
+  ListTasks         with --list-every S: a JSON-RPC ListTasks (10 a page) every S seconds during the wave, from
+                    CPU 1, as a dashboard polls: each call's time (p50, max) and errors, in the notes under the table
   errors            streams that failed, timed out, ended without a completed status or with missing tokens;
                     tokens out of order
   generator CPU     user+sys of the load generator processes / the window (flagged at >= 0.9 of its core),
@@ -61,7 +64,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -241,6 +246,45 @@ def write_bytes(pid: int) -> int | None:
     return None
 
 
+# ----------------------------------------------------------------------------- ListTasks during a wave
+
+
+class ListPoller(threading.Thread):
+    """A2A 1.0 JSON-RPC ListTasks (10 tasks a page) every `every` seconds while a wave runs, as a dashboard or a
+    client polling its tasks does, each call timed (`--list-every`); on GEN_CPU, not the server's."""
+
+    BODY = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {"pageSize": 10}}).encode()
+
+    def __init__(self, url: str, every: float) -> None:
+        super().__init__(name="list-poller", daemon=True)
+        self.url, self.every = url, every
+        self.ms: list[float] = []
+        self.errors: dict[str, int] = {}
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        os.sched_setaffinity(0, {GEN_CPU})  # this thread only
+        while not self.done.wait(self.every):
+            started = time.perf_counter()
+            try:
+                with urllib.request.urlopen(urllib.request.Request(self.url, self.BODY, V1), timeout=30) as r:
+                    answer = json.loads(r.read())
+                error = None if isinstance(answer.get("result", {}).get("tasks"), list) else "no tasks in the answer"
+            except (OSError, ValueError) as exc:
+                error = type(exc).__name__
+            if error is None:
+                self.ms.append(round((time.perf_counter() - started) * 1000, 2))
+            else:
+                self.errors[error] = self.errors.get(error, 0) + 1
+
+    def result(self) -> dict[str, Any]:
+        self.done.set()
+        self.join(timeout=35)
+        ms = sorted(self.ms)
+        return {"every_s": self.every, "calls": len(ms), "errors": self.errors,
+                "p50": percentile(ms, 50), "max": ms[-1] if ms else None}
+
+
 # ----------------------------------------------------------------------------- one wave
 
 
@@ -268,6 +312,9 @@ def wave(server: ServerProc, streams: int, tokens: int, interval_ms: int, args: 
     idle_rss = rss_kib(pid)
     time.sleep(max(0.0, start_at - time.time()))
     cpu0, io0, t0 = process_cpu_split(pid), write_bytes(pid), time.time()
+    poller = ListPoller(server.url, args.list_every) if record and args.list_every else None
+    if poller is not None:
+        poller.start()
     peak, samples, outs = idle_rss or 0, [], []
     deadline = t0 + tokens * interval_ms / 1000 + streams * stagger + args.timeout + 60
     while any(g.poll() is None for g in gens) and time.time() < deadline:
@@ -277,6 +324,7 @@ def wave(server: ServerProc, streams: int, tokens: int, interval_ms: int, args: 
             samples.append((round(time.time() - t0, 2), r))
         time.sleep(0.2)  # RSS sampling while the generators run
     cpu1, io1, t1 = process_cpu_split(pid), write_bytes(pid), time.time()
+    listed = poller.result() if poller is not None else None
     for g, (out_path, err_path) in zip(gens, files, strict=True):
         try:
             g.wait(timeout=30)
@@ -339,6 +387,7 @@ def wave(server: ServerProc, streams: int, tokens: int, interval_ms: int, args: 
                        "max": max((o["lag_ms"]["max"] for o in good), default=None)},
         "gen_stderr": [o["stderr"] for o in outs if o.get("failed")],
         "loadavg": os.getloadavg()[0], "cpu_pressure_avg10": cpu_pressure(),
+        "list_tasks_ms": listed,
     }
 
 
@@ -384,6 +433,7 @@ def summarise(runs: list[dict]) -> dict[str, Any]:
         server_cores=statistics.median(r["server_cores"] for r in runs if r["server_cores"] is not None)
         if any(r["server_cores"] is not None for r in runs) else None,
         gen_cores=statistics.median(r["gen_cores"] for r in runs), gen_cores_max=max(r["gen_cores"] for r in runs),
+        list_tasks=_listed(runs),
         gen_lag_max=max((r["gen_lag_ms"]["max"] or 0) for r in runs),
         gen_lag_p99=max((r["gen_lag_ms"]["p99"] or 0) for r in runs),
         gen_us_per_token=statistics.median(r["gen_cpu_s"] / r["tokens_delivered"] * 1e6
@@ -391,6 +441,21 @@ def summarise(runs: list[dict]) -> dict[str, Any]:
                                                r["tokens_delivered"] for r in runs) else None,
     )
     return out
+
+
+def _listed(runs: list[dict]) -> dict[str, Any] | None:
+    """The ListTasks calls of a server's waves (--list-every): median p50, largest max, calls and errors."""
+    waves = [r["list_tasks_ms"] for r in runs if r.get("list_tasks_ms")]
+    if not waves:
+        return None
+    errors: dict[str, int] = {}
+    for w in waves:
+        for k, v in w["errors"].items():
+            errors[k] = errors.get(k, 0) + v
+    p50s = [w["p50"] for w in waves if w["p50"] is not None]
+    return {"every_s": waves[0]["every_s"], "calls": sum(w["calls"] for w in waves), "errors": errors,
+            "p50": statistics.median(p50s) if p50s else None,
+            "max": max((w["max"] for w in waves if w["max"] is not None), default=None)}
 
 
 def table(summary: dict[str, dict], names: list[str]) -> str:
@@ -434,6 +499,8 @@ def report(summary: dict, args: argparse.Namespace, env: dict, stamp: str, elaps
     notes = [f"- {LABEL[n]}: errors {s['errors']}; {s['tokens_delivered']:,} of {s['tokens_expected']:,} tokens; "
              f"generator: {fmt(s['gen_us_per_token'])} µs CPU per token, cores max {s['gen_cores_max']:.2f}, "
              f"event-loop lag p99 {s['gen_lag_p99']:.1f} ms, max {s['gen_lag_max']:.1f} ms"
+             + (f"; ListTasks every {lt['every_s']:g} s: {lt['calls']} calls, p50 {fmt(lt['p50'])} ms (median of the "
+                f"rounds), max {fmt(lt['max'])} ms, errors {lt['errors']}" if (lt := s.get("list_tasks")) else "")
              for n, s in summary.items()]
     return "\n".join([head, "", table(summary, [n for n in args.servers if n in summary]), "", *notes])
 
@@ -454,6 +521,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--timeout", type=float, default=120.0,
                     help="seconds a stream may take beyond its length before it counts as failed (timeout)")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--list-every", type=float, default=0.0, metavar="SECONDS",
+                    help="also call ListTasks every SECONDS during each wave (a dashboard polling) and time it")
     ap.add_argument("--servers", default=",".join(DEFAULT_SERVERS),
                     help=f"comma-separated, of {','.join(SERVERS)} (default: {','.join(DEFAULT_SERVERS)})")
     ap.add_argument("--gen-procs", type=int, default=0, help="load generator processes (0: one per 500 streams)")
@@ -544,7 +613,9 @@ def main() -> None:
                   f"rss {fmt(r['rss_kib_per_stream'])} KiB/stream, server {r['server_cores']} cores, "
                   f"gen {r['gen_cores']} cores (lag max {r['gen_lag_ms']['max']} ms), "
                   f"failed {r['streams_failed']}, order {r['order_errors']}"
-                  + (f" {r['errors']}" if r["errors"] else ""), flush=True)
+                  + (f" {r['errors']}" if r["errors"] else "")
+                  + (f", ListTasks p50/max {fmt(lt['p50'])}/{fmt(lt['max'])} ms ({lt['calls']} calls, errors "
+                     f"{lt['errors']})" if (lt := r.get("list_tasks_ms")) else ""), flush=True)
     elapsed = time.time() - t0
     env["loadavg_end"] = os.getloadavg()
     summary = {name: summarise(mine) for name in args.servers if (mine := [r for r in runs if r["server"] == name])}
