@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from enginekit import make_engine
+from enginekit import bounded, make_engine
 
 from parley.agents.base import AgentOutput, ArtifactChunk, RunContext, Status
 from parley.protocol import models as m
@@ -586,41 +587,53 @@ async def test_the_same_message_sent_twice_at_once_runs_its_agent_once() -> None
     assert runs == ["one"]
 
 
-async def test_the_lease_heartbeat_leaves_a_task_being_created_alone() -> None:
-    """A lease renewal that runs while a one-pass task's creation is still being written must not take the
-    (not yet stored, so not held) task for lost: the send succeeds."""
-    gate, renewed = asyncio.Event(), asyncio.Event()
+async def test_the_sole_engine_of_its_store_renews_no_lease_and_its_runs_outlive_their_lease() -> None:
+    """The only engine of a store (SQLite, `--memory`: `TaskStore.exclusive`) keeps no lease heartbeat: no other engine
+    could take its leases, and renewing every running task's row every few seconds held the event loop 10-15 ms
+    per beat with 1,000 streams open on SQLite (bench/RESULTS.md). A run whose lease has long expired streams on,
+    and a cancel reaches it here. (Several engines on one store: tests/unit/test_engines_shared.py.)"""
+    gate = asyncio.Event()
+    renewals: list[list[str]] = []
 
-    class SlowStore(MemoryTaskStore):
-        async def commit(self, commit: Any) -> None:
-            if commit.record is not None:
-                await gate.wait()  # the creation is being written
-            await super().commit(commit)
-
+    class CountingStore(MemoryTaskStore):
         async def renew_leases(self, holder: str, task_ids: list[str], expires_at: float) -> set[str]:
-            renewed.set()
+            renewals.append(task_ids)
             return await super().renew_leases(holder, task_ids, expires_at)
 
-    async def other(ctx: RunContext) -> AsyncIterator[AgentOutput]:
-        await asyncio.Event().wait()
-        yield "never"
+    async def paced(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+        for i in range(3):
+            await gate.wait()
+            gate.clear()
+            yield f"w{i} "
 
-    engine = make_engine(words, other, store=SlowStore(), lease_seconds=0.03)
-    gate.set()
-    busy = await engine.submit("other", OWNER, request("x"))  # a stored run: the heartbeat has a lease to renew
-    gate.clear()
+    store = CountingStore()
+    engine = make_engine(paced, store=store, lease_seconds=0.01)
+    assert engine.sole
     await engine.start()
     try:
-        send = asyncio.ensure_future(engine.submit("words", OWNER, request("hi")))
-        await renewed.wait()
-        renewed.clear()
-        await renewed.wait()  # a whole renewal ran while the creation waited
-        gate.set()
-        task = await finish(engine, await send)
-        assert task.status.state is S.COMPLETED
+        sub = await engine.submit("paced", OWNER, request("x"))
+        task_id = sub.record.task.id
+        lease = await store.lease(task_id)
+        assert lease is not None and lease.holder == engine.holder
+        while time.time() <= lease.expires_at:  # the lease runs out (0.01 s), with nobody to renew it
+            await asyncio.sleep(0.005)
+        gate.set()  # the run goes on past it
+        await bounded(wait_for_text(engine, task_id, "w0 "), "the first word after the lease expired")
+        canceled = await engine.cancel("paced", OWNER, m.CancelTaskRequest(id=task_id))
+        assert canceled.status.state is S.CANCELED
+        assert sub.run is not None and sub.run.aio is not None and sub.run.aio.done()  # stopped here
+        assert renewals == []
     finally:
-        await engine.cancel("other", OWNER, m.CancelTaskRequest(id=busy.record.task.id))
         await engine.shutdown()
+
+
+async def wait_for_text(engine: TaskEngine, task_id: str, text: str) -> None:
+    """Until the task's log holds an artifact update of `text`."""
+    async for entry in engine.follow(task_id, 0):
+        if entry is not None and isinstance(entry.event, m.TaskArtifactUpdateEvent) and \
+                entry.event.artifact.parts[0].text == text:
+            return
+    raise AssertionError(f"the task settled without {text!r}")
 
 
 async def test_a_creation_the_store_refuses_reaches_the_sender_and_stops_the_agent() -> None:

@@ -15,7 +15,8 @@ the task only once that commit is done. Its idempotency key is checked first, he
 and in the store, so a message sent again never starts its agent twice.
 
 Several engines (processes) may share one store and bus. A running task is
-leased by the engine that runs it (renewed by a heartbeat); an engine takes over
+leased by the engine that runs it (renewed by a heartbeat, which the sole engine of its
+store does without: nobody could take its leases); an engine takes over
 only tasks whose lease expired, resuming them from their checkpoint where the
 agent left one, else failing them with a clear message. Every write is a
 compare-and-set on the log's sequence number, so two engines never both append.
@@ -269,7 +270,10 @@ class TaskEngine:
     async def start(self) -> list[str]:
         """Take over orphaned tasks and start the lease heartbeat; returns the ids of tasks marked failed."""
         failed = await self.recover()
-        if self._heartbeat is None:
+        # The sole engine of its store renews no lease: no other engine can take one (recovery at the next start
+        # takes every lease not its own), and renewing every running task's row every few seconds held the event
+        # loop 10-15 ms per beat with 1,000 streams open on SQLite (bench/RESULTS.md).
+        if self._heartbeat is None and not self.sole:
             self._heartbeat = asyncio.create_task(self._keep_leases(), name="parley-leases")
         return failed
 
@@ -1149,7 +1153,8 @@ class TaskEngine:
         return events
 
     async def _keep_leases(self) -> None:
-        """Renew the leases of the runs here; stop runs whose lease another process took; adopt orphans."""
+        """Renew the leases of the runs here; stop runs whose lease another process took; adopt orphans (not for
+        the sole engine of its store: see start)."""
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
             try:
@@ -1160,8 +1165,7 @@ class TaskEngine:
                         run = self.runs.get(task_id)
                         if task_id not in held and run is not None and not run.done:
                             self._lost(run)
-                if not self.sole:
-                    await self.recover()
+                await self.recover()
             except Exception as exc:
                 if unavailable(exc):  # the database is away: one line per interval, not a traceback per beat
                     self._lease_warnings.warning("renewing task leases failed (%s: %s)", type(exc).__name__, exc)
