@@ -53,6 +53,13 @@ entry = "dashboard_agents:fixer"
 name = "Fixer"
 description = "Diagnoses."
 
+[[agents]]
+id = "chatty"
+type = "python"
+entry = "dashboard_agents:chatty"
+name = "Chatty"
+description = "Streams a word every 50 ms until canceled."
+
 [[routes]]
 from = "front"
 to = "fixer"

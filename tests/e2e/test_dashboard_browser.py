@@ -254,6 +254,29 @@ def test_a_task_made_by_the_cli_appears_in_the_live_table_without_reload(page, s
     assert asked == "made by the CLI" and answered == "made by the CLI"
 
 
+def test_a_streaming_answer_shows_in_the_live_table_and_grows_on_its_page_while_it_streams(page, server):
+    """An agent streaming a word every 50 ms without a pause (as an LLM streams tokens): its task shows up in the
+    live table, and its page shows the answer growing, while it streams. Issue 25 counts the dashboard among an
+    answer's live subscribers; it refreshes at most every 0.3 s rather than after a quiet moment, which a
+    streaming answer never has (A2A 1.0 section 3.1.2 SendStreamingMessage; 3.1.5 CancelTask ends it)."""
+    from playwright.sync_api import expect  # the browser fixture has checked Playwright is there
+
+    page.goto(f"{server.url}/ui/tasks")
+    page.wait_for_selector("[data-testid=live-status] >> text=updates appear")
+    task = send(f"{server.url}/a2a/chatty", "go", wait=False)
+    try:
+        page.locator(f"tr[data-task='{task.id}']").wait_for()  # while it streams: no pause comes
+        page.goto(f"{server.url}/ui/tasks/{task.id}")
+        shown = page.get_by_test_id("artifact").inner_text().split()
+        assert shown and shown[-1].startswith("w")
+        later = f"w{int(shown[-1][1:]) + 10} "  # ten more words, half a second on
+        expect(page.get_by_test_id("artifact")).to_contain_text(later, timeout=WAIT_MS)
+        assert page.get_by_test_id("task-state").inner_text().strip() == "working"
+    finally:
+        httpx.post(f"{server.url}/a2a/chatty", headers={"X-API-Key": ADMIN_KEY, "A2A-Version": "1.0"}, json={
+            "jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {"id": task.id}})
+
+
 def test_task_table_filters(page, server):
     """Filtering by agent and state shows only matching tasks; a bad state gives an error page, not a crash."""
     done = send(f"{server.url}/a2a/echo", "filter me")

@@ -5,6 +5,7 @@
              inert), a data part and a file part
     front    answers greetings; its route sends "broken" messages to fixer (a delegation)
     fixer    diagnoses
+    chatty   streams a word every 50 ms, never pausing, until it is canceled (as an LLM streams an answer)
 """
 
 from __future__ import annotations
@@ -40,3 +41,12 @@ async def front(ctx: RunContext) -> AsyncIterator[AgentOutput]:
 async def fixer(ctx: RunContext) -> AsyncIterator[AgentOutput]:
     """Diagnoses whatever it is told about."""
     yield f"Diagnosis: {ctx.text} (fixer)"
+
+
+async def chatty(ctx: RunContext) -> AsyncIterator[AgentOutput]:
+    """A word every 50 ms until canceled: w0 w1 w2 ... (the pace is the workload: a model producing tokens)."""
+    i = 0
+    while True:
+        yield f"w{i} "
+        i += 1
+        await asyncio.sleep(0.05)

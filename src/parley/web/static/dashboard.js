@@ -27,9 +27,14 @@ function copyButtons() {
   });
 }
 
-function debounce(fn, ms) {
+// `fn` once, `ms` after the first of a run of calls, the others of that run joined to it: at most one call per `ms`
+// and none later than `ms`. (A debounce waits for a pause, and a streaming answer, a change at every piece, never
+// makes one: the live table and a streaming task's page stood still until the answer ended. Issue 25.)
+function batched(fn, ms) {
   let timer = null;
-  return (...args) => { clearTimeout(timer); timer = setTimeout(() => fn(...args), ms); };
+  return (...args) => {
+    if (timer === null) timer = setTimeout(() => { timer = null; fn(...args); }, ms);
+  };
 }
 
 function liveTable() {
@@ -37,7 +42,7 @@ function liveTable() {
   if (!table) return;
   const status = document.querySelector('[data-testid="live-status"]');
   let inFlight = null;
-  const refresh = debounce(async () => {
+  const refresh = batched(async () => {
     if (inFlight) return inFlight.then(refresh);  // one fetch at a time; the last change still shows
     inFlight = (async () => {
       const response = await fetch(table.dataset.rows + location.search, { headers: { Accept: "text/html" } });
@@ -97,7 +102,7 @@ function liveTask() {
   const facts = document.querySelector("[data-task-page]");
   if (!facts || facts.dataset.settled === "yes") return;
   const source = new EventSource(facts.dataset.events);
-  const reload = debounce(() => location.reload(), 150);
+  const reload = batched(() => location.reload(), 300);
   source.addEventListener("change", (event) => {
     if (JSON.parse(event.data).taskId === facts.dataset.taskPage) reload();
   });
