@@ -113,18 +113,59 @@ async def test_a_listener_gets_only_the_changes_committed_after_it_started_in_or
 
 async def test_every_listener_receives_every_change(store: TaskStore, feed: ChangeFeed) -> None:
     """Two browser tabs on the live table both see a new task and its completion (the feed fans out: one
-    tab reading does not take the change away from the other)."""
+    tab reading does not take the change away from the other). Read together, the two changes of the task
+    come as its newest: what a tab needs is that it changed and how it stands."""
     one, one_first = await start(feed)
     two, two_first = await start(feed)
     try:
         await put(store, new_task("t"), agent="echo", owner="alice")
         await advance(store, "t", status(S.COMPLETED, "ok", task_id="t"))
         expected = [("t", "echo", "alice", 1, S.SUBMITTED), ("t", "echo", "alice", 2, S.COMPLETED)]
-        assert [seen(await asyncio.wait_for(one_first, WAIT)), seen(await receive(one))] == expected
-        assert [seen(await asyncio.wait_for(two_first, WAIT)), seen(await receive(two))] == expected
+        for listener, first in ((one, one_first), (two, two_first)):
+            got = [seen(await asyncio.wait_for(first, WAIT))]
+            while got[-1] != expected[-1]:
+                got.append(seen(await receive(listener)))
+            assert got in (expected, expected[-1:])
     finally:
         await stop(one, one_first)
         await stop(two, two_first)
+
+
+async def test_a_streaming_answer_reaches_a_listener_as_its_newest_change_not_one_per_token(
+        store: TaskStore) -> None:
+    """Issue 25: three tasks stream 100 pieces each, every piece a commit that nudges the feed (as the engine
+    does). A live table hears that each changed, up to its last piece, in order, without an event per piece:
+    reads are feed.MIN_GAP apart while changes keep coming, and a read gives each task's newest change (one event
+    per token cost the server +45% CPU per token with one dashboard open at 1,000 streams: bench/RESULTS.md).
+    The bound on events is loose on purpose (the old feed sent all 300): it holds however slow the machine is,
+    short of 300 commits taking ten seconds."""
+    from test_store_contract import chunk
+
+    live = ChangeFeed(store, poll_seconds=3600)  # only the nudges can deliver within the test's bound
+    for task_id in ("s0", "s1", "s2"):
+        await put(store, new_task(task_id, state=S.WORKING), agent="echo", owner="alice")
+    listener, first = await start(live)
+    got: list[Change] = []
+    try:
+        await until(lambda: live._position is not None, "the poller has read the head")
+        for i in range(100):
+            for task_id in ("s0", "s1", "s2"):
+                await advance(store, task_id, chunk(i, task_id=task_id))
+                live.nudge(None, [])
+        last = {t: (await store.get(t)).seq for t in ("s0", "s1", "s2")}  # type: ignore[union-attr]
+        got.append(await asyncio.wait_for(first, WAIT))  # type: ignore[arg-type]
+        while {c.task_id: c.seq for c in got} != last:
+            change = await receive(listener)
+            assert change is not None, "a reload: the listener did not fall behind"
+            got.append(change)
+        assert len(got) <= 100, f"{len(got)} events for 300 commits"
+        assert [c.position for c in got] == sorted(c.position for c in got)  # feed order
+        for task_id in last:  # each task's changes as they came: newer each time
+            seqs = [c.seq for c in got if c.task_id == task_id]
+            assert seqs == sorted(set(seqs))
+    finally:
+        await stop(listener, first)
+        await live.close()
 
 
 async def test_a_local_commit_reaches_a_listener_without_waiting_for_the_next_poll(store: TaskStore) -> None:
@@ -223,8 +264,11 @@ async def test_a_listener_on_one_replica_sees_commits_of_another(postgres_url: s
         try:
             await put(replica_b, new_task("from-b"), agent="interviewer", owner="bob")
             await advance(replica_b, "from-b", status(S.INPUT_REQUIRED, "topic?", task_id="from-b"))
-            assert seen(await asyncio.wait_for(first, WAIT)) == ("from-b", "interviewer", "bob", 1, S.SUBMITTED)
-            assert seen(await receive(listener)) == ("from-b", "interviewer", "bob", 2, S.INPUT_REQUIRED)
+            got = [seen(await asyncio.wait_for(first, WAIT))]
+            if got[-1][3] == 1:  # type: ignore[index]  # read apart from the next: a change of its own
+                assert got[-1] == ("from-b", "interviewer", "bob", 1, S.SUBMITTED)
+                got.append(seen(await receive(listener)))
+            assert got[-1] == ("from-b", "interviewer", "bob", 2, S.INPUT_REQUIRED)  # read together: the newest
         finally:
             await stop(listener, first)
     finally:

@@ -1,10 +1,14 @@
 """The store's change feed, fanned out to the dashboard's live views.
 
 One poller per process reads `TaskStore.changes_after` (every replica's commits on a shared store: the
-feed is written in the commit's transaction) while at least one browser listens, and hands each change
-to every listener's bounded queue. A listener that falls behind is told to reload instead of growing
-the server's memory. A commit of this process nudges the poller (:meth:`ChangeFeed.nudge`, an engine commit
-listener), so local changes reach the browser at once; other replicas' are read at the next poll.
+feed is written in the commit's transaction) while at least one browser listens, and hands each task's newest
+change of what it read to every listener's bounded queue: the browser only needs to know that a task changed, and
+a streaming answer changes its task at every piece (one change event per token cost the server +45% CPU per token
+with one dashboard open at 1,000 streams: bench/RESULTS.md). A listener that falls behind, or a read it could not
+take whole, is told to reload instead of growing the server's memory. A commit of this process nudges the poller
+(:meth:`ChangeFeed.nudge`, an engine commit listener), so local changes reach the browser at once; while changes
+keep coming, reads are MIN_GAP apart and share what was committed meanwhile. Other replicas' changes are read at
+the next poll.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from parley.tasks.store import Change, TaskStore
 
 log = logging.getLogger("parley.web")
 POLL_SECONDS = 0.5
+MIN_GAP = 0.1  # seconds between two reads while changes keep coming (the browser refreshes 0.3 s after one)
 PAGE = 1000
 QUEUE = 256
 OVERFLOW = None  # put in a listener's queue when it fell behind: reload everything
@@ -37,8 +42,8 @@ class ChangeFeed:
         self._nudged = asyncio.Event()  # a local commit: read the feed now rather than at the next poll
 
     async def listen(self, idle: float | None = None) -> AsyncIterator[Change | str | None]:
-        """Changes committed from now on, in feed order; None when some were missed (reload); IDLE after
-        `idle` quiet seconds."""
+        """Changes committed from now on, in feed order, each task's newest of a read (a task's changes read
+        together come as its last); None when some were missed (reload); IDLE after `idle` quiet seconds."""
         queue: asyncio.Queue[Change | None] = asyncio.Queue(QUEUE)
         async with self._starting:
             if self._position is None:
@@ -85,14 +90,18 @@ class ChangeFeed:
             except Exception:  # the store is away for a moment: try again at the next tick
                 log.warning("the dashboard's change feed could not be read", exc_info=True)
                 changes = []
-            for change in changes:
-                self._position = change.position
+            if changes:
+                self._position = changes[-1].position
+                newest = newest_per_task(changes)
                 for queue in list(self._listeners):
-                    _offer(queue, change)
-            if len(changes) < PAGE:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self.poll_seconds):
-                        await self._nudged.wait()
+                    _offer(queue, newest)
+            if len(changes) == PAGE:
+                continue  # more to read now
+            if changes:
+                await asyncio.sleep(MIN_GAP)  # changes keep coming: the next read takes what came meanwhile
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.poll_seconds):
+                    await self._nudged.wait()
         self._position = None  # nobody listens: the next listener starts from the head again
 
     async def close(self) -> None:
@@ -102,14 +111,21 @@ class ChangeFeed:
                 await self._task
 
 
-def _offer(queue: asyncio.Queue[Change | None], change: Change) -> None:
-    """Queue a change; a full queue is emptied and told to reload (OVERFLOW)."""
-    try:
-        queue.put_nowait(change)
-    except asyncio.QueueFull:
+def newest_per_task(changes: list[Change]) -> list[Change]:
+    """The last change of each task among `changes`, in feed order."""
+    return sorted({c.task_id: c for c in changes}.values(), key=lambda c: c.position)
+
+
+def _offer(queue: asyncio.Queue[Change | None], changes: list[Change]) -> None:
+    """Queue the changes of one read; a queue without room for all of them is emptied and told to reload
+    (OVERFLOW), which stands for them too."""
+    if queue.maxsize - queue.qsize() < len(changes):
         while not queue.empty():
             queue.get_nowait()
         queue.put_nowait(OVERFLOW)
+        return
+    for change in changes:
+        queue.put_nowait(change)
 
 
 __all__ = ["IDLE", "ChangeFeed"]
