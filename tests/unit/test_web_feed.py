@@ -136,7 +136,7 @@ async def test_a_streaming_answer_reaches_a_listener_as_its_newest_change_not_on
     """Issue 25: three tasks stream 100 pieces each, every piece a commit that nudges the feed (as the engine
     does). A live table hears that each changed, up to its last piece, in order, without an event per piece:
     reads are feed.MIN_GAP apart while changes keep coming, and a read gives each task's newest change (one event
-    per token cost the server +45% CPU per token with one dashboard open at 1,000 streams: bench/RESULTS.md).
+    per token cost the server 25-33% more CPU per token with one dashboard open at 1,000 streams: bench/RESULTS.md).
     The bound on events is loose on purpose (the old feed sent all 300): it holds however slow the machine is,
     short of 300 commits taking ten seconds."""
     from test_store_contract import chunk

@@ -3,7 +3,7 @@
 One poller per process reads `TaskStore.changes_after` (every replica's commits on a shared store: the
 feed is written in the commit's transaction) while at least one browser listens, and hands each task's newest
 change of what it read to every listener's bounded queue: the browser only needs to know that a task changed, and
-a streaming answer changes its task at every piece (one change event per token cost the server +45% CPU per token
+a streaming answer changes its task at every piece (one change event per token cost the server 25-33% more CPU per token
 with one dashboard open at 1,000 streams: bench/RESULTS.md). A listener that falls behind, or a read it could not
 take whole, is told to reload instead of growing the server's memory. A commit of this process nudges the poller
 (:meth:`ChangeFeed.nudge`, an engine commit listener), so local changes reach the browser at once; while changes
