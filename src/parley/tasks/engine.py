@@ -268,7 +268,8 @@ class TaskEngine:
     # --- lifecycle -------------------------------------------------------------------------------
 
     async def start(self) -> list[str]:
-        """Take over orphaned tasks and start the lease heartbeat; returns the ids of tasks marked failed."""
+        """Take over orphaned tasks and start the lease heartbeat (engines sharing a store); returns the ids of
+        tasks marked failed."""
         failed = await self.recover()
         # The sole engine of its store renews no lease: no other engine can take one (recovery at the next start
         # takes every lease not its own), and renewing every running task's row every few seconds held the event

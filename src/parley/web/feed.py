@@ -92,7 +92,7 @@ class ChangeFeed:
                 changes = []
             if changes:
                 self._position = changes[-1].position
-                newest = newest_per_task(changes)
+                newest = _newest_per_task(changes)
                 for queue in list(self._listeners):
                     _offer(queue, newest)
             if len(changes) == PAGE:
@@ -111,7 +111,7 @@ class ChangeFeed:
                 await self._task
 
 
-def newest_per_task(changes: list[Change]) -> list[Change]:
+def _newest_per_task(changes: list[Change]) -> list[Change]:
     """The last change of each task among `changes`, in feed order."""
     return sorted({c.task_id: c for c in changes}.values(), key=lambda c: c.position)
 
