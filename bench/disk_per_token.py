@@ -13,6 +13,7 @@ frame headers. Reported per token:
 
 - WAL bytes: frames x (page size + 24), what the commits handed to the kernel;
 - pages per commit (frames / transactions) and which tables and indexes those pages belong to (`dbstat`);
+- tail-file bytes: the records the streamed tokens appended to `<db>-tail.<n>` (tail_file), written once;
 - checkpoint bytes: the distinct pages the run touched x page size, what one checkpoint at the end writes into
   the database file (a checkpoint every 50 ms, as `parley serve` runs them, writes each page once per round:
   between this and the WAL bytes again);
@@ -102,6 +103,7 @@ async def run(db: Path, streams: int, tokens: int, gap: int = 1,
         io0 = io_counts()
         await asyncio.gather(*(app_cost._one(asgi, n, answers, "SendStreamingMessage") for n in range(streams)))
         io1 = io_counts()
+        tail_bytes = sum(f.stat().st_size for f in db.parent.glob(db.name + "-tail.*"))  # streamed tokens' records
         page_size, frames, commits = wal_frames(wal)
         frames, commits = frames[len(before):], commits - before_commits
     text = "".join(TOKEN.format(i % 1000) for i in range(tokens))
@@ -114,7 +116,7 @@ async def run(db: Path, streams: int, tokens: int, gap: int = 1,
     by_owner = collections.Counter(owners.get(p, "(freed/other)") for p in frames)
     n = streams * tokens
     return {"page_size": page_size, "frames": len(frames), "commits": commits, "distinct": len(set(frames)),
-            "tokens": n, "wchar": io1["wchar"] - io0["wchar"], "write_bytes": io1["write_bytes"] - io0["write_bytes"],
+            "tokens": n, "tail_bytes": tail_bytes, "wchar": io1["wchar"] - io0["wchar"], "write_bytes": io1["write_bytes"] - io0["write_bytes"],
             "by_owner": by_owner}
 
 
@@ -125,8 +127,9 @@ def report(streams: int, tokens: int, out: dict[str, Any]) -> None:
     print(f"{streams} stream(s) x {tokens} tokens, page size {page}: {out['commits']:,} transactions, "
           f"{out['frames']:,} WAL frames ({out['frames'] / max(1, out['commits']):.2f} pages per transaction, "
           f"{out['frames'] / n:.2f} per token), {out['distinct']:,} distinct pages")
-    print(f"  per token: WAL {wal / n:,.0f} B + checkpoint {ckpt / n:,.0f} B (up to {wal / n:,.0f}) = "
-          f"{(wal + ckpt) / n:,.0f} B; kernel: wchar {out['wchar'] / n:,.0f} B, write_bytes {out['write_bytes'] / n:,.0f} B")
+    tail = out["tail_bytes"]
+    print(f"  per token: WAL {wal / n:,.0f} B + checkpoint {ckpt / n:,.0f} B (up to {wal / n:,.0f}) + tail file "
+          f"{tail / n:,.0f} B = {(wal + ckpt + tail) / n:,.0f} B; kernel: wchar {out['wchar'] / n:,.0f} B, write_bytes {out['write_bytes'] / n:,.0f} B")
     print("  WAL frames by table/index: " + ", ".join(f"{k} {v / n:.2f}" for k, v in out["by_owner"].most_common()))
 
 

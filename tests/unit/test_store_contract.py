@@ -1022,7 +1022,7 @@ async def test_an_older_sqlite_schema_is_migrated(tmp_path: Path) -> None:
     finally:
         await store.close()
     version = sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0]
-    assert version == SCHEMA_VERSION == 10
+    assert version == SCHEMA_VERSION == 11
 
 
 async def test_schema_4_gets_the_ascending_owner_index_and_lists_as_before(tmp_path: Path) -> None:
@@ -1132,7 +1132,7 @@ async def test_schema_7_gets_lagging_snapshots_and_reads_as_before(tmp_path: Pat
     finally:
         await store.close()
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
     db.close()
 
 
@@ -1514,17 +1514,47 @@ def schema_9_elide(batch: bytes, first: bytes) -> bytes:
     return batch if shared < 16 else b"~" + batch[2:i] + b"," + str(shared).encode() + b":" + batch[i + shared:]
 
 
-@pytest.mark.parametrize("schema", [SCHEMA_VERSION, 9])
-async def test_a_tail_left_by_a_crash_reads_the_same_after_restart(tmp_path: Path, schema: int,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """A process killed mid-stream leaves acknowledged artifact updates only as change-feed rows: the next open
-    finds them, moves them into the log, and the task, its log from any point and the feed read as they did
-    (A2A 1.0 section 3.1.3 GetTask, 3.1.6 resubscribe). The "crash" is the database and WAL files copied while
-    the first store is open, as a SIGKILL would leave them. A tail schema 9 left (its rows in that schema's form)
-    reads the same under this one."""
+def crash_copy(path: Path, to: Path) -> Path:
+    """The files a SIGKILL of the open store would leave: the database, its WAL and its tail files (tail_file),
+    copied while the store is open; the copy of the database."""
     import shutil
 
+    to.mkdir()
+    for f in path.parent.glob(path.name + "*"):
+        if not f.name.endswith(".lock"):
+            shutil.copy(f, to / f.name)
+    return to / path.name
+
+
+def as_feed_tails(path: Path) -> None:
+    """Rewrite a crash copy's tails as schemas 9 and 10 kept them: change-feed rows carrying their entries after the
+    task row's `tail_after`, and no tail files."""
+    from parley.tasks.tail_file import TailFile
+
+    records = list(TailFile(str(path)).recover())
+    db = sqlite3.connect(path)
+    end = db.execute("SELECT coalesce(max(pos), 0) FROM changes").fetchone()[0]
+    db.execute("UPDATE tasks SET tail_after=?", (end,))
+    for r in records:
+        db.execute("INSERT INTO changes (task_id, agent_id, owner, seq, state, at, entries) "
+                   "SELECT id, agent_id, owner, ?, state, ?, ? FROM tasks WHERE id=? AND seq<?",
+                   (r.last_seq, r.at, r.entries, r.task_id, r.last_seq))
+    db.commit()
+    db.close()
+    for f in path.parent.glob(path.name + "-tail.*"):
+        f.unlink()
+
+
+@pytest.mark.parametrize("schema", [SCHEMA_VERSION, 10, 9])
+async def test_a_tail_left_by_a_crash_reads_the_same_after_restart(tmp_path: Path, schema: int,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process killed mid-stream leaves acknowledged artifact updates only in its tail file (schemas 9 and 10:
+    as change-feed rows): the next open finds them, moves them into the log, and the task and its log from any
+    point read as they did (A2A 1.0 section 3.1.3 GetTask, 3.1.6 resubscribe); the feed has the rows it had and
+    each task's newest change. The "crash" is the store's files copied while it is open, as a SIGKILL would leave
+    them. A tail schema 9 or 10 left (its rows in that schema's form) reads the same under this one."""
     from parley.tasks import sqlite_store
+    from parley.tasks.tail_file import TailFile
 
     if schema == 9:
         monkeypatch.setattr(sqlite_store, "elide", schema_9_elide)
@@ -1539,43 +1569,44 @@ async def test_a_tail_left_by_a_crash_reads_the_same_after_restart(tmp_path: Pat
                 await advance(store, "t2", chunk(i, task_id="t2"))
         live = [await store.get(t) for t in ("t1", "t2")]
         logs = [await store.events_after(t, since) for t in ("t1", "t2") for since in (0, 5, SNAPSHOT_EVERY + 2)]
-        feed = await store.changes_after(0)
+        rows = store._db.execute("SELECT pos, task_id, seq FROM changes ORDER BY pos").fetchall()
+        newest = {c.task_id: c.seq for c in await store.changes_after(0)}
         assert store._tails, "the test must leave a tail"
-        crashed = tmp_path / "crashed"
-        crashed.mkdir()
-        shutil.copy(path, crashed / "t.db")
-        shutil.copy(str(path) + "-wal", crashed / "t.db-wal")
-        forms = {bytes(r)[:1] for (r,) in store._db.execute("SELECT entries FROM changes WHERE entries IS NOT NULL")}
+        assert not store._db.execute("SELECT 1 FROM changes WHERE entries IS NOT NULL").fetchall()  # not in the feed
+        crashed = crash_copy(path, tmp_path / "crashed")
     finally:
         await store.close()
-    assert forms == {b"[", b"~" if schema == 9 else b"="}  # each tail's first row whole, the others relative to it
-    if schema == 9:
-        db = sqlite3.connect(crashed / "t.db")
-        db.execute("PRAGMA user_version=9")
+    forms = {r.entries[:1] for r in TailFile(str(crashed)).recover()}
+    assert forms == {b"[", b"~" if schema == 9 else b"="}  # each tail's first record whole, the others relative to it
+    if schema < SCHEMA_VERSION:
+        as_feed_tails(crashed)
+        db = sqlite3.connect(crashed)
+        db.execute(f"PRAGMA user_version={schema}")
         db.close()
         monkeypatch.undo()
-    again = SqliteTaskStore(crashed / "t.db")
+    again = SqliteTaskStore(crashed)
     try:
         assert not again._tails  # moved into the log at open
         assert [await again.get(t) for t in ("t1", "t2")] == live
         assert [await again.events_after(t, since) for t in ("t1", "t2")
                 for since in (0, 5, SNAPSHOT_EVERY + 2)] == logs
-        assert await again.changes_after(0) == feed  # moving a tail adds no change
+        feed = await again.changes_after(0)
+        assert [(c.position, c.task_id, c.seq) for c in feed][:len(rows)] == rows  # the rows as they were
+        assert {c.task_id: c.seq for c in feed} == newest  # and each task's newest change
         await advance(again, "t1", chunk(SNAPSHOT_EVERY + 9))  # and the stream goes on after it
         rec = await again.get("t1")
         assert rec is not None and rec.seq == live[0].seq + 1  # type: ignore[union-attr]
         assert again._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     finally:
         await again.close()
+    assert not list(tmp_path.glob("crashed/t.db-tail.*"))  # closed with every tail moved: no tail file left
 
 
-async def test_retention_trims_the_feed_before_a_live_tail_and_leaves_the_tail(tmp_path: Path) -> None:
+async def test_retention_leaves_a_live_tail(tmp_path: Path) -> None:
     """A prune pass (every minute by default) leaves a streaming task's tail where it is (moving every tail first held
-    the event loop ~100-170 ms with 1,000 streams open: bench/RESULTS.md) and trims the change feed only before the
-    tail's first row, whose rows hold its entries: the task and its log read the same (A2A 1.0 section 3.1.3
-    GetTask, 3.1.6 resubscribe), its stream goes on, and a crash after the prune still finds the tail."""
-    import shutil
-
+    the event loop ~100-170 ms with 1,000 streams open: bench/RESULTS.md) and trims the change feed, which holds no
+    tail: the task and its log read the same (A2A 1.0 section 3.1.3 GetTask, 3.1.6 resubscribe), its stream goes
+    on, and a crash after the prune still finds the tail."""
     path = tmp_path / "t.db"
     store = SqliteTaskStore(path, wal_checkpoint_seconds=3600.0)
     try:
@@ -1588,18 +1619,15 @@ async def test_retention_trims_the_feed_before_a_live_tail_and_leaves_the_tail(t
         feed = await store.changes_after(0)
         assert await store.prune(Retention(keep_finished=0), now=1e9) == 1  # "old" goes; every row is old
         assert store._tails["s"] is tail  # not moved
-        assert await store.changes_after(0) == [c for c in feed if c.position >= tail.start]
-        assert [c.task_id for c in feed if c.position < tail.start].count("old") == 3  # its rows were trimmed
+        assert await store.changes_after(0) == feed[-2:]  # the feed's last row (kept), and the tail's change
+        assert [c.task_id for c in feed[:-2]].count("old") == 3  # its rows were trimmed
         assert await store.get("s") == live and await store.events_after("s", 0) == log
-        crashed = tmp_path / "crashed"
-        crashed.mkdir()
-        shutil.copy(path, crashed / "t.db")
-        shutil.copy(str(path) + "-wal", crashed / "t.db-wal")
+        crashed = crash_copy(path, tmp_path / "crashed")
         await advance(store, "s", chunk(6, task_id="s"), at=1010.0)
         assert (await store.get("s")).seq == live.seq + 1  # type: ignore[union-attr]
     finally:
         await store.close()
-    again = SqliteTaskStore(crashed / "t.db")
+    again = SqliteTaskStore(crashed)
     try:
         assert not again._tails  # moved into the log at open
         assert await again.get("s") == live and await again.events_after("s", 0) == log
@@ -1672,7 +1700,8 @@ async def test_schema_8_opens_reads_the_same_and_streams_into_a_tail(tmp_path: P
             expected = fold(expected, [chunk(i)])  # type: ignore[arg-type]
             await advance(store, "t1", chunk(i))
         assert store._tails and (await store.get("t1")).task == expected  # type: ignore[union-attr]
-        assert [c.seq for c in (await store.changes_after(feed[-1][0]))] == [SNAPSHOT_EVERY + i for i in (5, 6, 7)]
+        # the tail's commits stand as one change, its newest (tail_file)
+        assert [c.seq for c in (await store.changes_after(feed[-1][0]))] == [SNAPSHOT_EVERY + 7]
     finally:
         await store.close()
     store = SqliteTaskStore(path)
@@ -1681,10 +1710,11 @@ async def test_schema_8_opens_reads_the_same_and_streams_into_a_tail(tmp_path: P
         assert got is not None and got.task == expected and got.seq == SNAPSHOT_EVERY + 7
         assert [e.seq for e in await store.events_after("t1", 0)] == list(range(1, SNAPSHOT_EVERY + 8))
         # moving the tail (at close) added no feed row: no trigger on UPDATE OF seq is left
-        assert [c.seq for c in await store.changes_after(feed[-1][0])] == [SNAPSHOT_EVERY + i for i in (5, 6, 7)]
+        # the tail's commits stand as one change, its newest (tail_file)
+        assert [c.seq for c in await store.changes_after(feed[-1][0])] == [SNAPSHOT_EVERY + 7]
     finally:
         await store.close()
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 10
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 11
     assert db.execute("SELECT count(*) FROM sqlite_master WHERE name='task_changed'").fetchone()[0] == 0
     db.close()

@@ -68,6 +68,7 @@ from parley.tasks.store import (
     stores_snapshot,
     within_bytes,
 )
+from parley.tasks.tail_file import TailFile, TailRecord, segment_of
 
 # 4: the indexes retention reads (finished tasks by age, idempotency keys by task); 5: tasks_by_owner in ascending
 # order (read backwards for ListTasks), so that a commit adds to its right edge; 6: the push outbox is filled by
@@ -79,8 +80,10 @@ from parley.tasks.store import (
 # log at the task's next other commit (`tasks.tail_after`; the change-feed row of other commits is written by
 # the commit, no longer by a trigger on UPDATE); 10: a tail row's entries are deflated against the tail's first row
 # (log_packing.elide: `=...`); nothing to migrate, but a Parley that knows schema 9 would misread such rows left by
-# a crash, so it is told the file is newer
-SCHEMA_VERSION = 10
+# a crash, so it is told the file is newer; 11: tails are records in files beside the database (tail_file), not
+# change-feed rows, and every feed row is written with its position (the store hands out positions, tails' too:
+# the `task_created` trigger is gone); a Parley that knows schema 10 would not look for those files
+SCHEMA_VERSION = 11
 _UNFINISHED_SQL = f"('{m.TaskState.SUBMITTED.value}', '{m.TaskState.WORKING.value}')"  # what recovery takes over
 _MESSAGE_IDS = """(
     agent_id TEXT NOT NULL,
@@ -207,22 +210,12 @@ CREATE TABLE IF NOT EXISTS push_configs (
 CREATE TABLE IF NOT EXISTS changes {_CHANGES};
 {_PUSH_OUTBOX}
 """
-# A creating commit's change-feed row follows from its INSERT, without a statement of its own. (Until schema 9 a
-# trigger on UPDATE OF seq wrote the other commits' rows; moving a tail into the log must not add one, so a commit
-# writes it itself: _CHANGED.) Trigger bodies hold ';': run whole.
-TRIGGERS = [
-    """CREATE TRIGGER IF NOT EXISTS task_created AFTER INSERT ON tasks BEGIN
-        INSERT INTO changes (task_id, agent_id, owner, seq, state, at)
-        VALUES (NEW.id, NEW.agent_id, NEW.owner, NEW.seq, NEW.state, NEW.updated_at);
-    END""",
-]
-_CHANGED = ("INSERT INTO changes (task_id, agent_id, owner, seq, state, at) "
-            "SELECT id, agent_id, owner, seq, state, updated_at FROM tasks WHERE id=?")
-_FEED_END = "(SELECT coalesce(max(pos), 0) FROM changes)"  # what `tasks.tail_after` is set to
-# Retention's trim of the feed (store.TRIM_CHANGES), and never at or past the position given second (the first
-# row of the oldest tail: SqliteTaskStore.prune).
-_TRIM_BEFORE_TAILS = TRIM_CHANGES + " AND pos < ?"
-_NO_POSITION = 2**62  # no tail: the trim has no second bound
+# A commit's change-feed row, at the position the store gave it (SqliteTaskStore._position: a streamed token's
+# commit takes one too, for the change its tail stands for, without a row). Until schema 9 a trigger on UPDATE OF
+# seq wrote the other commits' rows, until schema 11 one on INSERT the creating commits'.
+_CHANGED = ("INSERT INTO changes (pos, task_id, agent_id, owner, seq, state, at) "
+            "SELECT ?, id, agent_id, owner, seq, state, updated_at FROM tasks WHERE id=?")
+_FEED_END = "(SELECT coalesce(max(pos), 0) FROM changes)"  # what `tasks.tail_after` is set to (schema 9-10 tails)
 _TERMINAL_VALUES = frozenset(s.value for s in TERMINAL)
 
 # A notification for each webhook of the task (enabled, and asking for artifacts if the entry is one) for one
@@ -347,9 +340,10 @@ def _page(records: list[TaskRecord], more: bool, created: bool, total: int) -> T
 
 
 class _Tail(msgspec.Struct, frozen=True, gc=False):
-    """A task's commits of artifact updates only that are change-feed rows and not in its log yet (replaced, never
-    changed in place, so that undoing a refused commit puts the previous one back). A struct: one is made per
-    streamed token, in C (a frozen dataclass's __init__ is a Python call setting each field through object)."""
+    """A task's commits of artifact updates only that are records of the tail file and not in its log yet
+    (replaced, never changed in place, so that undoing a refused commit puts the previous one back). A struct: one
+    is made per streamed token, in C (a frozen dataclass's __init__ is a Python call setting each field through
+    object)."""
 
     agent_id: str
     owner: str
@@ -357,37 +351,37 @@ class _Tail(msgspec.Struct, frozen=True, gc=False):
     base_seq: int  # the task row's seq: the tail's entries follow it
     last_seq: int
     updated_at: float
-    first: bytes | None  # the first commit's entries (encode_entries): the later feed rows are elided against it
-    rows: array  # the feed rows (`changes.pos`) of the later commits, in order: their bytes are read back when
-    # the tail is read or moved, not held here (8 bytes a token instead of ~120: issue 25, memory per open stream)
+    first: bytes | None  # the first commit's entries (encode_entries): the later records are elided against it
+    rows: array  # the tail-file records (references) of the later commits, in order: their bytes are read back
+    # when the tail is read or moved, not held here (8 bytes a token instead of ~120: issue 25, memory per stream)
     count: int  # entries in all
-    start: int = 0  # the feed row of the first commit (0: none yet): retention trims the feed only before it
+    segment: int = 0  # the tail-file segment of the first commit's record: kept until the tail moves
+    pos: int = 0  # the change-feed position of the newest commit (changes_after reports it; no row is written)
 
-    def then(self, pos: int, last_seq: int, updated_at: float, batch: bytes, entries: int) -> _Tail:
-        """This tail and one more commit: `batch` (its entries whole) in feed row `pos`."""
+    def then(self, ref: int, pos: int, last_seq: int, updated_at: float, batch: bytes, entries: int) -> _Tail:
+        """This tail and one more commit: `batch` (its entries whole) in tail-file record `ref`."""
         if self.first is None:
             return _Tail(self.agent_id, self.owner, self.state, self.base_seq, last_seq, updated_at, batch,
-                         self.rows, self.count + entries, pos)
+                         self.rows, self.count + entries, segment_of(ref), pos)
         return _Tail(self.agent_id, self.owner, self.state, self.base_seq, last_seq, updated_at, self.first,
-                     self.rows + array("q", (pos,)), self.count + entries, self.start)
+                     self.rows + array("q", (ref,)), self.count + entries, self.segment, pos)
 
-    def whole(self, db: sqlite3.Connection) -> list[bytes]:
-        """Each commit's entries whole (encode_entries), in order: the first held, the others read from their
-        feed rows (in the caller's transaction, which sees rows it wrote itself)."""
+    def whole(self, tails: TailFile) -> list[bytes]:
+        """Each commit's entries whole (encode_entries), in order: the first held, the others read from the tail
+        file (or from the records staged for the group write under way)."""
         first = self.first
         if first is None:
             return []
-        stored: dict[int, bytes] = {}
-        positions = self.rows.tolist()
-        for i in range(0, len(positions), _ROWS_READ):
-            chunk = positions[i:i + _ROWS_READ]
-            chunk += chunk[-1:] * (_ROWS_READ - len(chunk))  # one statement text for any count: the cache keeps it
-            stored.update(db.execute(_TAIL_ROWS, chunk).fetchall())
-        return restore_rows([stored[pos] for pos in positions], first)
+        return restore_rows([tails.read(ref) for ref in self.rows.tolist()], first)
 
 
-_ROWS_READ = 64  # feed rows a statement of _TAIL_ROWS reads
-_TAIL_ROWS = f"SELECT pos, entries FROM changes WHERE pos IN ({','.join('?' * _ROWS_READ)})"
+class _Found(msgspec.Struct):
+    """A tail a crash left (_recover_tails): the entries of each commit whole, in order."""
+
+    base_seq: int
+    last_seq: int
+    updated_at: float
+    batches: list[bytes]
 
 
 class _Pending(msgspec.Struct):
@@ -418,9 +412,12 @@ class SqliteTaskStore(TaskStore):
         self._timer: asyncio.TimerHandle | None = None  # the next group write, when it waits for the interval
         self._loop: asyncio.AbstractEventLoop | None = None  # the writer's: where the checkpointer resumes it
         self._gate = WriterGate()  # the checkpointer's (WalCheckpointer.gate) once it runs
-        # Each task's unmoved tail (_append_tail): authoritative with the file, found again when it is opened.
+        # Each task's unmoved tail (_append_tail): authoritative with the tail file, found again when it is opened.
         self._tails: dict[str, _Tail] = {}
         self._undo: list[tuple[str, _Tail | None]] = []  # (task, its tail before) for the group write under way
+        self._tail_file = TailFile(None if self.path == ":memory:" else self.path)
+        self._feed_end = 0  # the change feed's last position handed out (_position)
+        self._in_transaction = False  # the group write under way began its SQLite transaction (_begin)
         if self.path != ":memory:":
             prepare_private_file(self.path)  # secrets live in it: 0600, in a 0700 directory made here
             self._lock = ProcessLock.acquire(self.path)
@@ -431,6 +428,7 @@ class SqliteTaskStore(TaskStore):
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=5000")
             self._migrate()
+            self._feed_end = self._db.execute("SELECT coalesce(max(pos), 0) FROM changes").fetchone()[0]
             self._recover_tails()
             # tasks with push configs (one process per file: this set is exact, or larger after a delete)
             self._pushed = {row[0] for row in self._db.execute("SELECT DISTINCT task_id FROM push_configs")}
@@ -444,7 +442,7 @@ class SqliteTaskStore(TaskStore):
             self._db.execute("PRAGMA wal_autocheckpoint=0")
             self._db.execute(f"PRAGMA journal_size_limit={wal_file_limit(wal_limit_bytes)}")
             self._checkpointer = WalCheckpointer(self.path, wal_checkpoint_seconds, wal_limit_bytes,
-                                                 after_hold=self._resume_writes)
+                                                 after_hold=self._resume_writes, tails=self._tail_file)
             self._gate = self._checkpointer.gate
 
     def _migrate(self) -> None:
@@ -481,7 +479,9 @@ class SqliteTaskStore(TaskStore):
                 db.execute("DROP TRIGGER IF EXISTS task_changed")  # commits write their change rows (_CHANGED)
             if has_tasks and version < SCHEMA_VERSION:
                 log.warning("migrated the task database %s to schema %d", self.path, SCHEMA_VERSION)
-            for statement in [*SCHEMA.split(";"), *TRIGGERS]:
+            if has_tasks and version < 11:
+                db.execute("DROP TRIGGER IF EXISTS task_created")  # commits write their feed rows with positions
+            for statement in SCHEMA.split(";"):
                 if statement.strip():
                     db.execute(statement)
             if has_tasks and version < 7:
@@ -491,28 +491,70 @@ class SqliteTaskStore(TaskStore):
             db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     def _recover_tails(self) -> None:
-        """Find the tails left in the file (the process ended before they were moved: a crash) and move them
-        into the log, so that the store opens with none."""
+        """Move the tails a crash left into their logs, so that the store opens with none: the records of the tail
+        files (tail_file), and the change-feed rows carrying entries of schemas 9 and 10. Then the tail files
+        start over."""
+        found = self._feed_tails()
+        from_files = self._file_tails()
+        if found or from_files:
+            with self._db:
+                self._db.execute("BEGIN IMMEDIATE")
+                for task_id, tail in [*found.items(), *from_files.items()]:
+                    self._move(task_id, tail.base_seq, tail.last_seq, tail.updated_at, tail.batches)
+                    if task_id in from_files:  # the change it stood for (schema 10's tails have their rows)
+                        self._db.execute(_CHANGED, (self._position(), task_id))
+            log.info("moved the unfinished tails of %d task(s) into their logs", len(found) + len(from_files))
+        if from_files and self.path != ":memory:":  # synced before the files holding them go
+            self._db.execute("PRAGMA wal_checkpoint(FULL)")
+        self._tail_file.start()
+
+    def _feed_tails(self) -> dict[str, _Found]:
+        """The tails schemas 9 and 10 kept as change-feed rows carrying entries, left by a crash."""
         db = self._db
         start = db.execute(f"SELECT min(coalesce(tail_after, 0)) FROM tasks WHERE state NOT IN {TERMINAL_SQL}")
         start = start.fetchone()[0]
+        found: dict[str, _Found] = {}
         if start is None:
-            return
+            return found
         rows = db.execute(
-            "SELECT c.task_id, c.agent_id, c.owner, c.state, t.seq, c.seq, c.at, c.entries, c.pos "
-            "FROM changes c JOIN tasks t ON t.id = c.task_id "
+            "SELECT c.task_id, t.seq, c.seq, c.at, c.entries FROM changes c JOIN tasks t ON t.id = c.task_id "
             "WHERE c.pos > ? AND c.entries IS NOT NULL AND c.seq > t.seq ORDER BY c.pos", (start,)).fetchall()
-        for task_id, agent_id, owner, state, base, seq, at, stored, pos in rows:
-            tail = self._tails.get(task_id) or _Tail(agent_id, owner, state, base, base, at, None, array("q"), 0)
-            stored = bytes(stored)
-            batch = restore(stored, tail.first) if tail.first is not None else stored
-            self._tails[task_id] = tail.then(pos, seq, at, batch, len(decode_entries(batch)))
-        if self._tails:
-            with db:
-                db.execute("BEGIN IMMEDIATE")
-                self._move_tails()
-            log.info("moved the unfinished tails of %d task(s) into their logs", len(self._tails))
-            self._tails.clear()
+        for task_id, base, seq, at, stored in rows:
+            tail = found.get(task_id)
+            if tail is None:
+                found[task_id] = _Found(base, seq, at, [bytes(stored)])
+            else:
+                tail.batches.append(restore(bytes(stored), tail.batches[0]))
+                tail.last_seq, tail.updated_at = seq, at
+        return found
+
+    def _file_tails(self) -> dict[str, _Found]:
+        """The tails in the tail files: each task's records that follow on from its row's seq, one after the other
+        (a record its task's row already holds moved with its tail; one that does not follow on belonged to a group
+        write whose transaction never committed)."""
+        records = list(self._tail_file.recover())
+        if not records:
+            return {}
+        ids = list({r.task_id: None for r in records})
+        rows: dict[str, tuple[str, int]] = {}
+        for i in range(0, len(ids), _BATCH):
+            batch = ids[i:i + _BATCH]
+            rows.update((task_id, (state, seq)) for task_id, state, seq in self._db.execute(
+                f"SELECT id, state, seq FROM tasks WHERE id IN ({','.join('?' * len(batch))})", batch))
+        found: dict[str, _Found] = {}
+        for r in records:
+            row = rows.get(r.task_id)
+            if row is None or row[0] in _TERMINAL_VALUES:
+                continue
+            tail = found.get(r.task_id)
+            if r.expected_seq != (row[1] if tail is None else tail.last_seq):
+                continue
+            if tail is None:
+                found[r.task_id] = _Found(row[1], r.last_seq, r.at, [r.entries])
+            else:
+                tail.batches.append(restore(r.entries, tail.batches[0]))
+                tail.last_seq, tail.updated_at = r.last_seq, r.at
+        return found
 
     def _record(self, row: tuple) -> TaskRecord:
         agent_id, owner, snapshot, seq, created, updated, parent, snapshot_seq, first_event = row
@@ -610,20 +652,29 @@ class SqliteTaskStore(TaskStore):
         db = self._db
         outcomes: list[BaseException | None] = []
         self._undo = []
+        self._in_transaction = False
         try:
-            db.execute("BEGIN IMMEDIATE")
             try:
                 shared = len(batch) > 1  # alone, a refused commit needs no savepoint: the transaction rolls back
                 for pending in batch:
                     outcomes.append(self._try_apply(pending, shared))
-                db.execute("ROLLBACK" if len(batch) == 1 and outcomes[0] is not None else "COMMIT")
+                # The tails' records first: a crash before the COMMIT leaves records that do not follow on from
+                # their tasks' rows, which recovery passes over (_file_tails).
+                self._tail_file.write()
+                if self._in_transaction:
+                    db.execute("ROLLBACK" if len(batch) == 1 and outcomes[0] is not None else "COMMIT")
             except BaseException:
                 self._undo_tails(0)
-                db.execute("ROLLBACK")
+                self._tail_file.discard()
+                if self._in_transaction:
+                    db.execute("ROLLBACK")
                 raise
         except Exception as exc:  # noqa: BLE001 - the database failed: every commit of the batch hears of it
             outcomes = [exc] * len(batch)
         self._undo = []
+        self._in_transaction = False
+        if self._tail_file.full():
+            self._rotate_tails()
         for pending, outcome in zip(batch, outcomes, strict=True):
             if outcome is None:
                 pending.done.set_result(None)
@@ -657,6 +708,7 @@ class SqliteTaskStore(TaskStore):
                 return None
         except SequenceConflict as refused:
             return refused
+        self._begin()
         if shared:
             self._db.execute("SAVEPOINT one")
         try:
@@ -670,6 +722,20 @@ class SqliteTaskStore(TaskStore):
         if shared:
             self._db.execute("RELEASE one")
         return None
+
+    def _begin(self) -> None:
+        """Begin the group write's SQLite transaction, unless it did (a group of streamed tokens alone needs none:
+        their records go to the tail file)."""
+        if not self._in_transaction:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._in_transaction = True
+
+    def _position(self) -> int:
+        """The next change-feed position (the feed's rows are written with theirs; a tail's commit takes one for
+        the change it stands for). Positions only grow while the process runs; one a rolled-back commit took is
+        skipped. At open they go on from the feed's last row."""
+        self._feed_end += 1
+        return self._feed_end
 
     def _to_tail(self, pending: _Pending) -> bool:
         """Append the commit to its task's tail if it may go there (a streamed token's: _tail_only, and no webhook
@@ -692,7 +758,7 @@ class SqliteTaskStore(TaskStore):
             if c.expected_seq != tail.last_seq:
                 raise SequenceConflict(c.task_id, c.expected_seq, tail.last_seq)
             db.execute("INSERT INTO entry_batches (task_id, last_seq, entries) VALUES (?,?,?)",
-                       (c.task_id, tail.last_seq, pack_log_row(tail.whole(db))))
+                       (c.task_id, tail.last_seq, pack_log_row(tail.whole(self._tail_file))))
             self._set_tail(c.task_id, None)
             base_seq = tail.base_seq
         if c.record is not None:
@@ -706,6 +772,7 @@ class SqliteTaskStore(TaskStore):
                 )
             except sqlite3.IntegrityError:
                 raise SequenceConflict(c.task_id, 0, self._seq(c.task_id)) from None
+            db.execute(_CHANGED, (self._position(), c.task_id))
         else:
             if c.lease is not None:
                 lease_sql, lease_args = ", lease_holder=?, lease_expires=?", [c.lease.holder, c.lease.expires_at]
@@ -730,7 +797,7 @@ class SqliteTaskStore(TaskStore):
                 raise SequenceConflict(c.task_id, c.expected_seq, self._seq(c.task_id))
             if c.expected_seq == 1:  # the task's first event after the Task: once per task, its row's page is dirty
                 db.execute("UPDATE tasks SET first_event_at=? WHERE id=?", (c.updated_at, c.task_id))
-            db.execute(_CHANGED, (c.task_id,))
+            db.execute(_CHANGED, (self._position(), c.task_id))
         if c.message is not None:
             k = c.message
             cur = db.execute("INSERT INTO message_ids VALUES (?,?,?,?,?) ON CONFLICT DO NOTHING",
@@ -757,11 +824,11 @@ class SqliteTaskStore(TaskStore):
             )
 
     def _append_tail(self, pending: _Pending, tail: _Tail | None) -> bool:
-        """Write a commit of artifact updates only as one change-feed row that carries its entries: the only page
-        a streamed token's commit then touches is the feed's last one (the task row, its ListTasks entry and the
-        log's index are written when the tail moves into the log: _apply, _move_tails). The compare-and-set is
-        checked against the tail held here, before anything is written (so _try_apply gives it no savepoint).
-        False: the task cannot take a tail (it is finished); commit it whole."""
+        """Stage a commit of artifact updates only as one record of the tail file: a streamed token's commit then
+        writes no database page (the task row, its ListTasks entry and the log are written when the tail moves
+        into the log: _apply, _move_tails). The compare-and-set is checked against the tail held here, before
+        anything is staged (so _try_apply gives it no savepoint). False: the task cannot take a tail (it is
+        finished); commit it whole."""
         c = pending.commit
         if tail is None:
             row = self._db.execute("SELECT agent_id, owner, state, seq, updated_at FROM tasks WHERE id=?",
@@ -776,22 +843,46 @@ class SqliteTaskStore(TaskStore):
             raise SequenceConflict(c.task_id, c.expected_seq, tail.last_seq)
         batch = pending.rows[0][1]
         stored = elide(batch, tail.first) if tail.first is not None else batch  # the first stays whole: log_packing
-        pos = self._db.execute(
-            "INSERT INTO changes (task_id, agent_id, owner, seq, state, at, entries) VALUES (?,?,?,?,?,?,?)",
-            (c.task_id, tail.agent_id, tail.owner, c.last_seq, tail.state, c.updated_at, stored)).lastrowid
-        self._set_tail(c.task_id, tail.then(pos, c.last_seq, c.updated_at, batch, len(c.entries)))
+        ref = self._tail_file.stage(TailRecord(c.task_id, c.expected_seq, c.last_seq, c.updated_at, stored))
+        self._set_tail(c.task_id, tail.then(ref, self._position(), c.last_seq, c.updated_at, batch, len(c.entries)))
         return True
 
-    def _move_tails(self) -> None:
-        """Move every tail into its task's log, inside the caller's transaction (the caller clears `_tails` once it
-        committed). No change-feed row: the tail's last one already says where the task stands."""
+    def _move_tails(self, task_ids: Collection[str] | None = None) -> None:
+        """Move every tail (or those of `task_ids`) into its task's log, inside the caller's transaction (the caller
+        drops them from `_tails` once it committed). The change the tail stood for becomes a feed row at its
+        position, so that the feed still has it once the tail is gone."""
+        for task_id in self._tails if task_ids is None else task_ids:
+            tail = self._tails[task_id]
+            self._move(task_id, tail.base_seq, tail.last_seq, tail.updated_at, tail.whole(self._tail_file))
+            self._db.execute(_CHANGED, (tail.pos, task_id))
+
+    def _move(self, task_id: str, base_seq: int, last_seq: int, updated_at: float, batches: list[bytes]) -> None:
+        """A tail's entries (each commit's whole) as one log row, and the task row caught up with them."""
         db = self._db
-        for task_id, tail in self._tails.items():
-            db.execute("INSERT INTO entry_batches (task_id, last_seq, entries) VALUES (?,?,?)",
-                       (task_id, tail.last_seq, pack_log_row(tail.whole(db))))
-            db.execute(f"UPDATE tasks SET seq=?, updated_at=?, snapshot_seq=coalesce(snapshot_seq, ?), "
-                       f"tail_after={_FEED_END} WHERE id=? AND seq=?",
-                       (tail.last_seq, tail.updated_at, tail.base_seq, task_id, tail.base_seq))
+        db.execute("INSERT INTO entry_batches (task_id, last_seq, entries) VALUES (?,?,?)",
+                   (task_id, last_seq, pack_log_row(batches)))
+        db.execute(f"UPDATE tasks SET seq=?, updated_at=?, snapshot_seq=coalesce(snapshot_seq, ?), "
+                   f"tail_after={_FEED_END} WHERE id=? AND seq=?", (last_seq, updated_at, base_seq, task_id, base_seq))
+
+    def _rotate_tails(self) -> None:
+        """The tail file's segment is full: append to a new one, move the tails that began two segments back or
+        more into their logs, and retire those segments (deleted once a checkpoint synced the move). A tail of a
+        task that pauses for long (a tool call) is moved so, instead of keeping old segments."""
+        tails = self._tail_file
+        tails.rotate()
+        keep_from = tails.active - 1
+        old = [task_id for task_id, tail in self._tails.items() if tail.segment < keep_from]
+        if old:
+            try:
+                with self._db:
+                    self._db.execute("BEGIN IMMEDIATE")
+                    self._move_tails(old)
+            except sqlite3.Error:  # the segments stay until the next rotation moves these tails
+                log.warning("could not move %d tail(s) out of an old tail file", len(old), exc_info=True)
+                return
+            for task_id in old:
+                del self._tails[task_id]
+        tails.retire([segment for segment in tails.live() if segment < keep_from])
 
     async def _flush_tails(self) -> None:
         """Move every tail into its task's log now (before lease recovery reads the task rows, at close)."""
@@ -845,7 +936,7 @@ class SqliteTaskStore(TaskStore):
             finally:
                 rows.close()  # a statement left open would hold its read transaction
         if tail is not None:  # then the tail's, held here
-            for batch in tail.whole(self._db):
+            for batch in tail.whole(self._tail_file):
                 out.extend(e for e in decode_entries(batch) if e.seq > seq)
                 if limit is not None and len(out) >= limit:
                     return out[:limit]
@@ -956,7 +1047,14 @@ class SqliteTaskStore(TaskStore):
             "SELECT pos, task_id, agent_id, owner, seq, state, at FROM changes WHERE pos>? ORDER BY pos LIMIT ?",
             (position, limit),
         ).fetchall()
-        return [Change(p, t, a, o, s, m.TaskState(st), at) for p, t, a, o, s, st, at in rows]
+        changes = [Change(p, t, a, o, s, m.TaskState(st), at) for p, t, a, o, s, st, at in rows]
+        tailed = [Change(t.pos, task_id, t.agent_id, t.owner, t.last_seq, m.TaskState(t.state), t.updated_at)
+                  for task_id, t in self._tails.items() if t.pos > position] if self._tails else []
+        if not tailed:
+            return changes
+        # Each tail's newest commit, in order among the rows (one that comes after the rows read waits for the
+        # next read: cut at `limit` the first ones come before any row left out).
+        return sorted([*changes, *tailed], key=lambda c: c.position)[:limit]
 
     # --- leases ----------------------------------------------------------------------------------
 
@@ -1012,8 +1110,7 @@ class SqliteTaskStore(TaskStore):
 
     async def prune(self, retention: Retention, *, now: float, limit: int = 200) -> int:
         # Synchronous from the first read to the commit: no other coroutine writes in between. A finished task has
-        # no tail (its last commit moved it), and the feed is trimmed only before the first tail's first row: a
-        # tail's rows hold its entries (moving every tail first held the loop ~100-170 ms at 1,000 streams).
+        # no tail (its last commit moved it), and the tails are not in the feed (tail_file).
         async with self._writing() as db:
             ids = self._prunable(retention, limit)
             db.execute("BEGIN")
@@ -1026,8 +1123,7 @@ class SqliteTaskStore(TaskStore):
                                       ("task_links", "parent_task_id"), ("push_outbox", "task_id"),
                                       ("push_configs", "task_id"), ("tasks", "id")):
                     db.execute(f"DELETE FROM {table} WHERE {column} IN ({marks})", batch)
-            db.execute(_TRIM_BEFORE_TAILS, (retention.changes_cutoff(now),
-                                            min((t.start for t in self._tails.values()), default=_NO_POSITION)))
+            db.execute(TRIM_CHANGES, (retention.changes_cutoff(now),))
         return len(ids)
 
     def _prunable(self, retention: Retention, limit: int) -> list[str]:
@@ -1153,8 +1249,12 @@ class SqliteTaskStore(TaskStore):
         with contextlib.suppress(Exception):  # else the next open moves them (_recover_tails)
             await self._flush_tails()
         if self._checkpointer is not None:
-            self._checkpointer.stop()
+            self._checkpointer.stop()  # its last checkpoint syncs the moves
             self._checkpointer = None
+        if self._tails:
+            self._tail_file.close()  # kept for the next open
+        else:
+            self._tail_file.delete_all()
         self._db.close()
         if self._lock is not None:
             self._lock.release()
@@ -1262,9 +1362,10 @@ class WalCheckpointer:
     """
 
     def __init__(self, path: str, interval: float = 0.25, limit: int = WAL_LIMIT_BYTES, *,
-                 after_hold: Callable[[], None] | None = None) -> None:
+                 after_hold: Callable[[], None] | None = None, tails: TailFile | None = None) -> None:
         self.path = path
         self.after_hold = after_hold
+        self.tails = tails  # the store's tail file: synced with the WAL, its retired segments deleted once synced
         self.wal = path + "-wal"
         self.interval = interval
         self.limit = limit
@@ -1295,13 +1396,24 @@ class WalCheckpointer:
         try:
             while not self._stop.wait(self.interval):
                 self.round(db)
-            self._checkpoint(db, "TRUNCATE")
+            retired = self.tails.take_retired() if self.tails is not None else []
+            if self._checkpoint(db, "TRUNCATE") and self.tails is not None:
+                self.tails.delete_retired(retired)
         finally:
             db.close()
 
     def round(self, db: sqlite3.Connection) -> None:
         """One checkpoint round (see the class docstring)."""
-        frames = self._passive(db)
+        tails = self.tails
+        retired = tails.take_retired() if tails is not None else []  # their moves committed before the sync below
+        if tails is not None:
+            tails.sync()
+        frames = self._passive(db)  # syncs the WAL first (synchronous=NORMAL)
+        if tails is not None and retired:
+            if frames >= 0:
+                tails.delete_retired(retired)
+            else:
+                tails.give_back(retired)
         version = db.execute("PRAGMA data_version").fetchone()[0]  # changes when another connection commits
         # Idle: no write committed, began or is under way since the last round. A group write that outlasts a
         # round commits nothing meanwhile (data_version stays): taken for idle, it had a TRUNCATE (12-73 ms of
