@@ -34,9 +34,11 @@ async def streaming(path: Path, tokens: int) -> tuple[SqliteTaskStore, object, l
     return store, await store.get("t1"), await store.events_after("t1", 0)
 
 
-async def test_a_torn_last_record_is_cut_off_and_every_whole_one_recovered(tmp_path: Path) -> None:
-    """A crash in the middle of a write leaves half a record at the end of the newest segment: the next open keeps
-    every token before it (each was acknowledged) and nothing of the torn one."""
+@pytest.mark.parametrize("damage", ["cut", "garbled"])
+async def test_a_torn_last_record_is_cut_off_and_every_whole_one_recovered(tmp_path: Path, damage: str) -> None:
+    """A crash in the middle of a write leaves half a record at the end of the newest segment (cut), or a
+    record whose last bytes never reached the disk whole (garbled: its CRC-32 no longer matches): the next open
+    keeps every token before it (each was acknowledged) and nothing of the damaged one."""
     path = tmp_path / "t.db"
     store, _, _ = await streaming(path, 6)
     try:
@@ -48,7 +50,10 @@ async def test_a_torn_last_record_is_cut_off_and_every_whole_one_recovered(tmp_p
         await store.close()
     newest = segments(crashed)[-1]
     data = newest.read_bytes()
-    newest.write_bytes(data[:-3])  # the last record's final bytes never reached the file
+    if damage == "cut":
+        newest.write_bytes(data[:-3])  # the last record's final bytes never reached the file
+    else:
+        newest.write_bytes(data[:-1] + bytes([data[-1] ^ 0x20]))  # a byte of its text changed: still msgpack
     again = SqliteTaskStore(crashed)
     try:
         assert await again.get("t1") == before_last

@@ -36,6 +36,7 @@ _READ_AHEAD = 256  # payload bytes read with the header in one pread: most token
 _OFFSET_BITS = 32  # a record's reference: its segment number above these bits, its offset below
 _OFFSET_MASK = (1 << _OFFSET_BITS) - 1
 _encode = msgspec.msgpack.Encoder().encode
+_datasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
 
 
 class TailRecord(msgspec.Struct, array_like=True, frozen=True, gc=False):
@@ -199,7 +200,7 @@ class TailFile:
             fd = self._fds.get(self.active)
             if fd is not None:
                 with contextlib.suppress(OSError):
-                    os.fdatasync(fd)
+                    _datasync(fd)
 
     def take_retired(self) -> list[int]:
         """The retired segments so far (a checkpoint round takes them before it syncs the WAL, and deletes them
