@@ -91,14 +91,22 @@ async def test_a_record_that_does_not_follow_on_from_its_task_is_passed_over(tmp
         await again.close()
 
 
+@pytest.mark.parametrize("cut", [True, False], ids=["cut-off", "left-in-the-file"])
 async def test_a_failed_write_fails_its_commits_and_leaves_the_task_as_it_was(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The disk refuses the tail file's write (ENOSPC): the token's commit fails, nothing of it is in the file or
-    the task, and the next token is written where it belongs; after a restart the task reads the same."""
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cut: bool) -> None:
+    """The disk refuses the tail file's write (ENOSPC) after part of it was written: the token's commit fails,
+    nothing of it is in the task, and the next token is written where it belongs; after a restart the task reads
+    the same. The part written is cut off again, or, when even that fails, left behind and the next write goes to
+    a new segment (recovery reads the damaged one up to those bytes)."""
     path = tmp_path / "t.db"
     store, live, log = await streaming(path, 3)
     try:
         sizes = [f.stat().st_size for f in segments(path)]
+        if not cut:
+            def refused(fd: int, length: int) -> None:
+                raise OSError(errno.EIO, "Input/output error")
+
+            monkeypatch.setattr(tail_file.os, "ftruncate", refused)
         real_write = os.write
         calls = 0
 
@@ -113,9 +121,14 @@ async def test_a_failed_write_fails_its_commits_and_leaves_the_task_as_it_was(
         monkeypatch.setattr(tail_file.os, "write", full_disk)
         with pytest.raises(OSError, match="No space left"):
             await advance(store, "t1", chunk(3))
-        assert [f.stat().st_size for f in segments(path)] == sizes  # the half record was cut off again
+        monkeypatch.undo()  # the disk works again
+        if cut:
+            assert [f.stat().st_size for f in segments(path)] == sizes  # the half record was cut off again
+        else:
+            assert segments(path)[-1].stat().st_size == sizes[-1] + 5  # left behind
         assert await store.get("t1") == live and await store.events_after("t1", 0) == log
         await advance(store, "t1", chunk(3))  # the disk has room again: the same token is written
+        assert len(segments(path)) == len(sizes) + (0 if cut else 1)
         written = await store.get("t1")
         assert written is not None and written.seq == live.seq + 1  # type: ignore[union-attr]
         crashed = crash_copy(path, tmp_path / "crashed")

@@ -68,6 +68,7 @@ class TailFile:
         self._size = 0  # the active segment's size, the staged records not counted
         self._staged = bytearray()  # records for the next write (the group write under way)
         self._unsynced = False
+        self._damaged = False  # a failed write's bytes are still at the end of the active segment
         self._lock = threading.Lock()  # the retired list and the files' fds, shared with the checkpoint thread
         self._retired: list[int] = []  # segments whose tails moved: deleted once a checkpoint synced the moves
 
@@ -134,6 +135,9 @@ class TailFile:
 
     def stage(self, record: TailRecord) -> int:
         """Add a record to the next write; its reference (readable at once, from the staged bytes)."""
+        if self._damaged and not self._staged:  # a failed write left bytes that could not be cut off
+            self._open(self.active + 1)  # recovery reads the damaged segment up to them, then this one
+            self._damaged = False
         payload = _encode(record)
         ref = (self.active << _OFFSET_BITS) | (self._size + len(self._staged))
         self._staged += _HEADER.pack(len(payload), zlib.crc32(payload))
@@ -155,7 +159,10 @@ class TailFile:
                 while view:
                     view = view[os.write(fd, view):]
             except OSError:
-                os.ftruncate(fd, self._size)  # a half-written record would shift every later reference
+                try:
+                    os.ftruncate(fd, self._size)  # a half-written record would shift every later reference
+                except OSError:
+                    self._damaged = True  # recovery stops reading this segment at those bytes: start another
                 raise
             self._unsynced = True
         self._size += len(data)
