@@ -252,6 +252,13 @@ _RECORD = "agent_id, owner, snapshot, seq, created_at, updated_at, parent_task_i
 # group write at the next loop turn. Settings.group_commit_seconds.
 GROUP_COMMIT_SECONDS = 0.0  # off: 1 ms did not measurably save disk writes (bench/RESULTS.md) and adds delay
 GATE_POLL_SECONDS = 0.001  # how often a write outside the group writes looks whether a checkpoint let go
+# Seconds between two WAL checkpoint rounds (WalCheckpointer): a round copies the pages committed since the last
+# into the database file and syncs both files (and the tail file), so this is also how much a power cut may take
+# of what was committed (synchronous=NORMAL; a killed process loses nothing). Each round writes every page it
+# copies whole, however often it changed meanwhile: at 100 streams x 20 tokens/s rounds every 0.05 s wrote about
+# 1,190 bytes per streamed token and rounds every 0.25 s about 850, with the same delivery delay and unary latency
+# (bench/RESULTS.md, 2026-11-29).
+WAL_CHECKPOINT_SECONDS = 0.25
 WAL_LIMIT_BYTES = 16 * 1024 * 1024  # past this much content the WAL starts over at the next checkpoint round
 _BATCH = 500  # ids per statement (SQLite's parameter limit is 999 on old builds)
 # Entries per `entry_batches` row at most: a commit with more (an agent yielding thousands of events in one
@@ -401,7 +408,7 @@ class SqliteTaskStore(TaskStore):
 
     exclusive = True
 
-    def __init__(self, path: str | Path, *, wal_checkpoint_seconds: float = 0.05,
+    def __init__(self, path: str | Path, *, wal_checkpoint_seconds: float = WAL_CHECKPOINT_SECONDS,
                  wal_limit_bytes: int = WAL_LIMIT_BYTES, group_commit_seconds: float = GROUP_COMMIT_SECONDS) -> None:
         self.path = str(path)
         self._lock: ProcessLock | None = None
