@@ -50,7 +50,7 @@ env = {"PYTHONPATH": f"{BENCH}:{a.src}", "MEMPROBE_DIR": str(out), "MEMPROBE_TRA
 for kv in a.env:
     k, v = kv.split("=", 1); env[k] = v
 s = ServerProc(a.store, cmd, port, tmp / "server.log", env=env)
-args = argparse.Namespace(gen_procs=0, stagger_ms=None, timeout=300.0, tmp=tmp)
+args = argparse.Namespace(gen_procs=0, stagger_ms=None, timeout=300.0, tmp=tmp, list_every=None)
 llm_stream.raise_fd_limit()
 os.sched_setaffinity(0, {1})
 s.start()
