@@ -191,3 +191,33 @@ async def test_tail_files_are_private(tmp_path: Path) -> None:
         assert files and all(f.stat().st_mode & 0o777 == 0o600 for f in files)
     finally:
         await store.close()
+
+
+async def test_a_new_segment_that_cannot_be_opened_fails_no_commit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full segment, and no new file can be made (no file descriptor left, a full disk): the commits of the group
+    write are acknowledged all the same, the full segment takes the next records, and the next rotation that can
+    open a file does."""
+    monkeypatch.setattr(tail_file, "SEGMENT_BYTES", 1024)
+    path = tmp_path / "t.db"
+    store = SqliteTaskStore(path, wal_checkpoint_seconds=3600.0)
+    try:
+        await put(store, new_task(state=S.WORKING))
+        real_open = os.open
+
+        def no_descriptor(name: str, *args: object, **kwargs: object) -> int:
+            if "-tail." in str(name):
+                raise OSError(errno.EMFILE, "Too many open files")
+            return real_open(name, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(tail_file.os, "open", no_descriptor)
+        for i in range(60):
+            await advance(store, "t1", chunk(i))  # each acknowledged
+        assert len(segments(path)) == 1 and segments(path)[0].stat().st_size > 1024  # it grew past its size
+        monkeypatch.setattr(tail_file.os, "open", real_open)
+        await advance(store, "t1", chunk(60))
+        assert len(segments(path)) == 2  # a new one at the next group write
+        log = await store.events_after("t1", 0)
+        assert [e.seq for e in log] == list(range(1, log[-1].seq + 1)) and log[-1].seq >= 62
+    finally:
+        await store.close()

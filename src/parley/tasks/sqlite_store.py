@@ -680,13 +680,13 @@ class SqliteTaskStore(TaskStore):
             outcomes = [exc] * len(batch)
         self._undo = []
         self._in_transaction = False
-        if self._tail_file.full():
-            self._rotate_tails()
         for pending, outcome in zip(batch, outcomes, strict=True):
             if outcome is None:
                 pending.done.set_result(None)
             else:
                 pending.done.set_exception(outcome)
+        if self._tail_file.full():
+            self._rotate_tails()
 
     def _set_tail(self, task_id: str, tail: _Tail | None) -> None:
         """Replace the task's tail (None: it has none), undoably until the group write commits."""
@@ -876,7 +876,11 @@ class SqliteTaskStore(TaskStore):
         more into their logs, and retire those segments (deleted once a checkpoint synced the move). A tail of a
         task that pauses for long (a tool call) is moved so, instead of keeping old segments."""
         tails = self._tail_file
-        tails.rotate()
+        try:
+            tails.rotate()
+        except OSError:  # no new file (the disk is full, no file descriptor left): this one grows, tried again later
+            log.warning("could not start a new tail file after %s%d", tails.base, tails.active, exc_info=True)
+            return
         keep_from = tails.active - 1
         old = [task_id for task_id, tail in self._tails.items() if tail.segment < keep_from]
         if old:
