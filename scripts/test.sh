@@ -13,7 +13,7 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev,bench]'
 if ! .venv-sdk03/bin/python -c "import importlib.metadata as m, uvicorn; assert m.version('a2a-sdk') == '0.3.26'" 2>/dev/null; then
   rm -rf .venv-sdk03
   "$PY" -m venv .venv-sdk03
