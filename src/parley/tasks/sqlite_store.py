@@ -435,7 +435,7 @@ class SqliteTaskStore(TaskStore):
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA busy_timeout=5000")
             self._migrate()
-            self._feed_end = self._db.execute("SELECT coalesce(max(pos), 0) FROM changes").fetchone()[0]
+            self._feed_end = self._db.execute(f"SELECT {_FEED_END}").fetchone()[0]
             self._recover_tails()
             # tasks with push configs (one process per file: this set is exact, or larger after a delete)
             self._pushed = {row[0] for row in self._db.execute("SELECT DISTINCT task_id FROM push_configs")}

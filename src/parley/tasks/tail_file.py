@@ -239,10 +239,10 @@ class TailFile:
         length, _ = _HEADER.unpack_from(data)
         if len(data) < _HEADER.size + length:
             data += os.pread(fd, _HEADER.size + length - len(data), offset + len(data))
-        return _decode(data[_HEADER.size:_HEADER.size + length]).entries
+        return self._parse(data, 0)
 
     @staticmethod
-    def _parse(data: bytearray, offset: int) -> bytes:
+    def _parse(data: bytes | bytearray, offset: int) -> bytes:
         length, _ = _HEADER.unpack_from(data, offset)
         return _decode(data[offset + _HEADER.size:offset + _HEADER.size + length]).entries
 
