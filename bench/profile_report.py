@@ -27,11 +27,11 @@ FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^():]*?)(?::(?P<line>\d+))?\)$")
 
 def parse(path: Path) -> list[tuple[list[tuple[str, str, str]], int]]:
     stacks = []
-    for raw in path.read_text().splitlines():
+    for raw in path.read_text(errors="replace").splitlines():
         raw = raw.strip()
-        if not raw:
-            continue
         stack, _, count = raw.rpartition(" ")
+        if not count.isdigit():  # empty, or a stack py-spy read mid-change (a name with a line break in it)
+            continue
         frames = []
         for f in stack.split(";"):
             m = FRAME.match(f)

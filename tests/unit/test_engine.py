@@ -19,7 +19,7 @@ from parley.protocol.errors import (
     UnsupportedOperationError,
 )
 from parley.protocol.states import is_terminal
-from parley.tasks.engine import RESTART_MESSAGE, Submission, TaskEngine
+from parley.tasks.engine import PACE_SECONDS, RESTART_MESSAGE, Submission, TaskEngine
 from parley.tasks.log import Entry, apply, now_iso
 from parley.tasks.memory_store import MemoryTaskStore
 from parley.tasks.store import TaskRecord
@@ -543,6 +543,23 @@ async def test_a_fast_agent_s_task_is_created_and_finished_in_one_commit() -> No
     assert commit.record is not None and commit.message is not None and commit.release_lease
     assert [e.kind for e in commit.entries] == ["task", "status", "artifact", "status"]
     assert sub.committed == commit.entries[1:]  # a stream of this send starts with them, without a read
+    await finish(engine, sub)
+    await assert_log_consistent(engine, sub.record.task.id)
+
+
+async def test_a_fast_agent_s_task_is_one_commit_on_a_busy_loop_too() -> None:
+    """A server under load: other work holds the loop for longer than PACE_SECONDS between the send and the
+    agent's first step. The pacing of an agent that never waits counts from when the agent got the loop, not
+    from when its creation's flush was asked for, so the creation still carries the whole answer (measured:
+    38-59% of echo tasks took two commits at 64 connections, bench/RESULTS.md 2026-11-29)."""
+    store = CountingStore()
+    engine = make_engine(words, store=store)
+    loop = asyncio.get_running_loop()
+    # Runs before the agent's first step (it was queued first): the loop busy with other requests' work.
+    loop.call_soon(time.sleep, PACE_SECONDS * 3)
+    sub = await engine.submit("words", OWNER, request("hi", mid="busy-loop"))
+    assert len(store.commits) == 1
+    assert [e.kind for e in store.commits[0].entries] == ["task", "status", "artifact", "status"]
     await finish(engine, sub)
     await assert_log_consistent(engine, sub.record.task.id)
 

@@ -734,8 +734,11 @@ class TaskEngine:
                         break
                     if run.flush_scheduled:  # the loop has not turned since this flush was asked for
                         # Only a flush an earlier output asked for: never between an output and the one the agent
-                        # yields right after it (however late this process was scheduled in between).
-                        if pending and time.monotonic() - run.flush_asked_at >= PACE_SECONDS:
+                        # yields right after it (however late this process was scheduled in between). Counted
+                        # from when the agent got the loop if that is later: a creation's flush is asked for
+                        # before the agent's first step, which other work on a busy loop may hold back (pacing
+                        # then split fast agents' tasks into two commits).
+                        if pending and time.monotonic() - max(run.flush_asked_at, run.paced_at) >= PACE_SECONDS:
                             await self._pace(run)
                     elif run.turned:  # the agent waited since its last output: the others had the loop
                         run.turned = False
