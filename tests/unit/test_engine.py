@@ -551,7 +551,7 @@ async def test_a_fast_agent_s_task_is_one_commit_on_a_busy_loop_too() -> None:
     """A server under load: other work holds the loop for longer than PACE_SECONDS between the send and the
     agent's first step. The pacing of an agent that never waits counts from when the agent got the loop, not
     from when its creation's flush was asked for, so the creation still carries the whole answer (measured:
-    38-59% of echo tasks took two commits at 64 connections, bench/RESULTS.md 2026-11-29)."""
+    38% of unary and 48-69% of streamed echo tasks took two commits at 64 connections, bench/RESULTS.md 2026-11-29)."""
     store = CountingStore()
     engine = make_engine(words, store=store)
     loop = asyncio.get_running_loop()
